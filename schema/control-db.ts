@@ -1,0 +1,80 @@
+// Tables of the control file (`control.db`): what the api needs before it knows which
+// organization file to open (keys, organization state), the routing index the projector needs to
+// deliver deletes that carry no organization, and the replica's readiness.
+import { index, integer, primaryKey, sqliteTable, text } from 'drizzle-orm/sqlite-core'
+
+const sourcePosition = {
+  sourceLsn: integer('source_lsn').notNull(),
+  fromSnapshot: integer('from_snapshot', { mode: 'boolean' }).notNull(),
+}
+
+export const organizations = sqliteTable('organizations', {
+  id: text('id').primaryKey(),
+  name: text('name').notNull(),
+  apiEnabled: integer('api_enabled', { mode: 'boolean' }).notNull(),
+  /** 'active' | 'past_due' (402 payment_past_due) | 'inactive' (402 subscription_inactive) */
+  billingStatus: text('billing_status').notNull(),
+  createdAt: text('created_at').notNull(),
+  updatedAt: text('updated_at').notNull(),
+  ...sourcePosition,
+})
+
+export const apiKeys = sqliteTable(
+  'api_keys',
+  {
+    id: text('id').primaryKey(),
+    organizationId: text('organization_id').notNull(),
+    name: text('name').notNull(),
+    /** Lowercase hex SHA-256 of the raw key; the raw key is never stored. */
+    keyHash: text('key_hash').notNull().unique(),
+    /** JSON array of scope strings. */
+    scopes: text('scopes').notNull(),
+    createdAt: text('created_at').notNull(),
+    expiresAt: text('expires_at'),
+    revokedAt: text('revoked_at'),
+    ...sourcePosition,
+  },
+  (t) => [index('api_keys_organization').on(t.organizationId)],
+)
+
+/** Which organization a source row belongs to: deletes carry only the primary key. */
+export const rowRoutes = sqliteTable(
+  'row_routes',
+  {
+    sourceTable: text('source_table').notNull(),
+    id: text('id').notNull(),
+    organizationId: text('organization_id').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.sourceTable, t.id] })],
+)
+
+export const deletedRows = sqliteTable(
+  'deleted_rows',
+  {
+    sourceTable: text('source_table').notNull(),
+    id: text('id').notNull(),
+    sourceLsn: integer('source_lsn').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.sourceTable, t.id] })],
+)
+
+export const appliedOffsets = sqliteTable(
+  'applied_offsets',
+  {
+    topic: text('topic').notNull(),
+    partition: integer('partition').notNull(),
+    offset: integer('offset').notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.topic, t.partition] })],
+)
+
+/**
+ * Replica-wide state. Keys:
+ * - `caught_up_at`: when the replica first caught up (Kafka: lag zero on every partition once;
+ *   file: the file applied). Until it is set the api answers 503 api_temporarily_unavailable.
+ * - `maintenance`: present when an operator switched the api off (503 api_unavailable).
+ */
+export const replicaState = sqliteTable('replica_state', {
+  key: text('key').primaryKey(),
+  value: text('value').notNull(),
+})

@@ -1,0 +1,94 @@
+// Where the replica lives on disk.
+//
+//   <DATA_DIR>/CURRENT                         name of the generation the api serves
+//   <DATA_DIR>/generations/<name>/control.db   organizations, api keys, routing, readiness
+//   <DATA_DIR>/generations/<name>/orgs/<organizationId>.db
+//   <DATA_DIR>/dead-letters.ndjson             dead letters of file-source runs
+//
+// A rebuild replays the topics into a new generation and swaps CURRENT atomically (write a
+// temporary file, rename it over), so the api moves to it between two requests.
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { join } from 'node:path'
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+const GENERATION_NAME = /^[A-Za-z0-9_-]{1,64}$/
+
+export interface Generation {
+  readonly name: string
+  readonly dir: string
+  readonly controlPath: string
+  readonly organizationsDir: string
+  organizationPath(organizationId: string): string
+}
+
+export function isOrganizationId(value: string): boolean {
+  return UUID.test(value)
+}
+
+export function generation(dataDir: string, name: string): Generation {
+  if (!GENERATION_NAME.test(name)) throw new Error(`invalid generation name: ${name}`)
+  const dir = join(dataDir, 'generations', name)
+  const organizationsDir = join(dir, 'orgs')
+  return {
+    name,
+    dir,
+    controlPath: join(dir, 'control.db'),
+    organizationsDir,
+    organizationPath(organizationId) {
+      // The id becomes a file name: only a canonical uuid may, so no path can escape the folder.
+      if (!isOrganizationId(organizationId)) {
+        throw new Error(`not an organization id: ${JSON.stringify(organizationId)}`)
+      }
+      return join(organizationsDir, `${organizationId}.db`)
+    },
+  }
+}
+
+export function currentGenerationName(dataDir: string): string | undefined {
+  try {
+    const name = readFileSync(join(dataDir, 'CURRENT'), 'utf8').trim()
+    return name === '' ? undefined : name
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw error
+  }
+}
+
+export function currentGeneration(dataDir: string): Generation | undefined {
+  const name = currentGenerationName(dataDir)
+  return name === undefined ? undefined : generation(dataDir, name)
+}
+
+/** Creates the folders of a generation (idempotent). */
+export function prepareGeneration(dataDir: string, name: string): Generation {
+  const gen = generation(dataDir, name)
+  mkdirSync(gen.organizationsDir, { recursive: true })
+  return gen
+}
+
+/** Makes `name` the generation the api serves, atomically. */
+export function publishGeneration(dataDir: string, name: string): void {
+  generation(dataDir, name)
+  const tmp = join(dataDir, `CURRENT.${process.pid}.tmp`)
+  writeFileSync(tmp, `${name}\n`)
+  renameSync(tmp, join(dataDir, 'CURRENT'))
+}
+
+/** The generation to project into: the current one, or a first one created and published. */
+export function ensureCurrentGeneration(dataDir: string, now: Date = new Date()): Generation {
+  mkdirSync(dataDir, { recursive: true })
+  const existing = currentGenerationName(dataDir)
+  if (existing !== undefined) return prepareGeneration(dataDir, existing)
+  const name = newGenerationName(now)
+  const gen = prepareGeneration(dataDir, name)
+  publishGeneration(dataDir, name)
+  return gen
+}
+
+export function newGenerationName(now: Date): string {
+  return `g${now.toISOString().replace(/[-:.TZ]/g, '')}`
+}
+
+export function deadLetterFilePath(dataDir: string): string {
+  return join(dataDir, 'dead-letters.ndjson')
+}

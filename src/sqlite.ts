@@ -1,0 +1,45 @@
+// Opening the replica's SQLite files the same way everywhere.
+import Database from 'better-sqlite3'
+import { drizzle, type BetterSQLite3Database } from 'drizzle-orm/better-sqlite3'
+import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
+import { fileURLToPath } from 'node:url'
+import * as controlSchema from '../schema/control-db.ts'
+import * as organizationSchema from '../schema/organization-db.ts'
+
+export type SqliteDatabase = Database.Database
+export type OrganizationDb = BetterSQLite3Database<typeof organizationSchema>
+export type ControlDb = BetterSQLite3Database<typeof controlSchema>
+
+const migrations = {
+  organization: fileURLToPath(new URL('../schema/migrations/organization', import.meta.url)),
+  control: fileURLToPath(new URL('../schema/migrations/control', import.meta.url)),
+}
+
+/**
+ * The single writer's connection: WAL so readers never block it, synchronous=NORMAL (durable at
+ * checkpoints, never corrupt; a power cut can lose the last transactions, which Kafka redelivers
+ * because offsets are committed only after the files).
+ */
+export function openForWriting(path: string, kind: keyof typeof migrations): SqliteDatabase {
+  const db = new Database(path)
+  db.pragma('journal_mode = WAL')
+  db.pragma('synchronous = NORMAL')
+  db.pragma('busy_timeout = 5000')
+  migrate(drizzle(db), { migrationsFolder: migrations[kind] })
+  return db
+}
+
+/** A reader's connection (the api): read-only, never creates the file. */
+export function openForReading(path: string): SqliteDatabase {
+  const db = new Database(path, { readonly: true, fileMustExist: true })
+  db.pragma('busy_timeout = 5000')
+  return db
+}
+
+export function organizationDb(db: SqliteDatabase): OrganizationDb {
+  return drizzle(db, { schema: organizationSchema })
+}
+
+export function controlDb(db: SqliteDatabase): ControlDb {
+  return drizzle(db, { schema: controlSchema })
+}

@@ -1,0 +1,25 @@
+import { defineConfig } from 'vitest/config'
+
+// Two projects: `unit` is the pure core (no processes, no network); `integration` runs the real
+// components (Kafka, PostgreSQL, Debezium, Redis, the two processes over HTTP) and is slower.
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts'],
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 600_000,
+          fileParallelism: false,
+        },
+      },
+    ],
+  },
+})
