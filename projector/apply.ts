@@ -1,0 +1,220 @@
+// Applying a batch of records to the replica: decode each, route it to its file, apply the files
+// one transaction each. Sources (Kafka, NDJSON file) call this and commit their own position only
+// after it returns, so every effect is in a committed file before its offset is.
+import { readdirSync } from 'node:fs'
+import type { Logger } from 'pino'
+import type { ControlTable, OrganizationTable, TenantTable } from '../schema/events.ts'
+import type { Generation } from '../src/layout.ts'
+import {
+  openControlFile,
+  type ControlEvent,
+  type ControlFile,
+  type RouteUpdate,
+} from './control-file.ts'
+import { decodeRecord, type BadEventReason, type RowChange, type SourceRecord } from './decode.ts'
+import type { DocumentKind, RefreshStats } from './documents/index.ts'
+import {
+  openOrganizationFile,
+  type OrganizationEvent,
+  type OrganizationFile,
+} from './organization-file.ts'
+
+export interface DeadLetter {
+  record: SourceRecord
+  reason: BadEventReason
+  message: string
+}
+
+export interface BatchOutcome {
+  deadLetters: DeadLetter[]
+  /** Events by table and outcome, for metrics. */
+  events: Map<string, Record<string, number>>
+  documents: RefreshStats
+  /** Latest `source.ts_ms` among applied changes: the source commit time now visible. */
+  latestCommittedAtMs: number | undefined
+  skipped: number
+}
+
+export interface ApplierOptions {
+  generation: Generation
+  topicPrefix: string
+  logger: Logger
+  /** Kafka: skip what a file already applied. Files: off, they may be replayed on purpose. */
+  offsetGuard: boolean
+  walCheckpointBytes: number
+  maxOpenFiles?: number
+  clock?: () => Date
+  priorStamp?: (
+    organizationId: string,
+    kind: DocumentKind,
+    id: string,
+    hash: string,
+  ) => string | undefined
+}
+
+export interface Applier {
+  applyBatch(records: readonly SourceRecord[]): BatchOutcome
+  markCaughtUp(): void
+  readonly control: ControlFile
+  close(): void
+}
+
+const CONTROL_TABLES: ReadonlySet<string> = new Set<ControlTable>(['organizations', 'api_keys'])
+
+export function createApplier(options: ApplierOptions): Applier {
+  const { generation, topicPrefix, logger } = options
+  const clock = options.clock ?? (() => new Date())
+  const maxOpenFiles = options.maxOpenFiles ?? 64
+  const control = openControlFile(generation.controlPath)
+  const files = new Map<string, OrganizationFile>()
+
+  function organizationFile(organizationId: string): OrganizationFile {
+    let file = files.get(organizationId)
+    if (file !== undefined) {
+      // Most recently used last, so the first entry is the one to close.
+      files.delete(organizationId)
+      files.set(organizationId, file)
+      return file
+    }
+    const prior = options.priorStamp
+    file = openOrganizationFile(organizationId, generation.organizationPath(organizationId), {
+      offsetGuard: options.offsetGuard,
+      ...(prior === undefined ? {} : { priorStamp: (k, id, h) => prior(organizationId, k, id, h) }),
+    })
+    files.set(organizationId, file)
+    if (files.size > maxOpenFiles) {
+      const [oldestId, oldest] = files.entries().next().value as [string, OrganizationFile]
+      files.delete(oldestId)
+      oldest.close()
+    }
+    return file
+  }
+
+  function knownOrganizations(): string[] {
+    return readdirSync(generation.organizationsDir)
+      .filter((f) => f.endsWith('.db'))
+      .map((f) => f.slice(0, -3))
+  }
+
+  return {
+    control,
+
+    applyBatch(records) {
+      const outcome: BatchOutcome = {
+        deadLetters: [],
+        events: new Map(),
+        documents: { rewritten: 0, unchanged: 0, removed: 0 },
+        latestCommittedAtMs: undefined,
+        skipped: 0,
+      }
+      const count = (table: string, what: string) => {
+        let byOutcome = outcome.events.get(table)
+        if (byOutcome === undefined) outcome.events.set(table, (byOutcome = {}))
+        byOutcome[what] = (byOutcome[what] ?? 0) + 1
+      }
+
+      const controlEvents: ControlEvent[] = []
+      const routes: RouteUpdate[] = []
+      const pendingRoutes = new Map<string, string>()
+      const byOrganization = new Map<string, OrganizationEvent[]>()
+      const toOrganization = (organizationId: string, event: OrganizationEvent) => {
+        let list = byOrganization.get(organizationId)
+        if (list === undefined) byOrganization.set(organizationId, (list = []))
+        list.push(event)
+      }
+      const routeOf = (table: TenantTable, id: string) =>
+        pendingRoutes.get(`${table}\u0000${id}`) ?? control.routeOf(table, id)
+
+      for (const record of records) {
+        const decoded = decodeRecord(record, topicPrefix)
+        if (decoded.kind === 'skipped') {
+          outcome.skipped++
+          continue
+        }
+        if (decoded.kind === 'bad') {
+          outcome.deadLetters.push({ record, reason: decoded.reason, message: decoded.message })
+          count(decoded.table ?? 'unknown', 'dead_lettered')
+          continue
+        }
+        const change = decoded.change
+        const origin = {
+          topic: record.topic,
+          partition: record.partition,
+          offset: Number(record.offset),
+        }
+        const committedAt = change.position.committedAtMs
+        if (committedAt !== undefined && committedAt > (outcome.latestCommittedAtMs ?? 0)) {
+          outcome.latestCommittedAtMs = committedAt
+        }
+
+        if (CONTROL_TABLES.has(change.table)) {
+          controlEvents.push({ change: change as ControlEvent['change'], origin })
+          continue
+        }
+        const orgChange = change as RowChange & { table: OrganizationTable }
+        if (orgChange.kind === 'truncate') {
+          for (const organizationId of knownOrganizations()) {
+            toOrganization(organizationId, { change: orgChange, origin })
+          }
+          continue
+        }
+        if (orgChange.kind === 'delete') {
+          const organizationId = routeOf(orgChange.table, orgChange.id)
+          // A delete of a row this replica never saw (compacted away, or older than the topics'
+          // retention) has nothing to remove.
+          if (organizationId === undefined) count(orgChange.table, 'absent')
+          else toOrganization(organizationId, { change: orgChange, origin })
+          continue
+        }
+        const organizationId = (orgChange.row as { organization_id: string }).organization_id
+        const routed = routeOf(orgChange.table, orgChange.id)
+        if (routed !== organizationId) {
+          pendingRoutes.set(`${orgChange.table}\u0000${orgChange.id}`, organizationId)
+          routes.push({ table: orgChange.table, id: orgChange.id, organizationId })
+          if (routed !== undefined) {
+            // The row moved to another organization: it leaves the old file.
+            const moved = {
+              kind: 'delete',
+              table: orgChange.table,
+              id: orgChange.id,
+              position: orgChange.position,
+            }
+            toOrganization(routed, { change: moved as OrganizationEvent['change'], origin })
+          }
+        }
+        toOrganization(organizationId, { change: orgChange, origin })
+      }
+
+      // Routes first: if a crash follows, redelivery re-routes idempotently and applies the rest.
+      const controlResult = control.apply(controlEvents, routes, options.offsetGuard, count)
+      for (const organizationId of controlResult.organizations) organizationFile(organizationId)
+
+      const now = clock()
+      for (const [organizationId, events] of byOrganization) {
+        const file = organizationFile(organizationId)
+        const result = file.apply(events, now, count)
+        outcome.documents.rewritten += result.documents.rewritten
+        outcome.documents.unchanged += result.documents.unchanged
+        outcome.documents.removed += result.documents.removed
+        if (file.boundWal(options.walCheckpointBytes)) {
+          logger.debug({ organizationId }, 'checkpointed organization file WAL')
+        }
+      }
+      control.boundWal(options.walCheckpointBytes)
+      return outcome
+    },
+
+    markCaughtUp() {
+      if (control.caughtUpAt() === undefined) {
+        control.markCaughtUp(clock())
+        logger.info('replica caught up with its source: the api now serves it')
+      }
+    },
+
+    close() {
+      for (const file of files.values()) file.close()
+      files.clear()
+      control.close()
+    },
+  }
+}

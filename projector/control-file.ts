@@ -1,0 +1,131 @@
+// control.db as the projector writes it: organizations and API keys (the api's first stop on
+// every request), the routing index (source row -> organization) that lets a delete carrying only
+// its key reach the right file, and the replica's readiness.
+import * as tables from '../schema/control-db.ts'
+import type { ControlTable, TenantTable } from '../schema/events.ts'
+import { openForWriting, type SqliteDatabase } from '../src/sqlite.ts'
+import type { RowChange } from './decode.ts'
+import { createMirror, type MirrorChange } from './mirror.ts'
+import type { Origin, Tally } from './organization-file.ts'
+import { boundWal } from './wal.ts'
+
+export interface ControlEvent {
+  change: RowChange & { table: ControlTable }
+  origin: Origin
+}
+
+export interface RouteUpdate {
+  table: TenantTable
+  id: string
+  organizationId: string
+}
+
+export interface ControlFile {
+  routeOf(table: TenantTable, id: string): string | undefined
+  /**
+   * Applies the control tables' changes and the batch's new routes in one transaction. Returns
+   * the organizations whose rows changed, so their files can be created.
+   */
+  apply(
+    events: readonly ControlEvent[],
+    routes: readonly RouteUpdate[],
+    offsetGuard: boolean,
+    tally: Tally,
+  ): { organizations: string[] }
+  /** Records, once, that the replica has caught up with its source. */
+  markCaughtUp(now: Date): void
+  caughtUpAt(): string | undefined
+  boundWal(maxBytes: number): boolean
+  close(): void
+  readonly db: SqliteDatabase
+}
+
+export function openControlFile(path: string): ControlFile {
+  const db = openForWriting(path, 'control')
+  const mirror = createMirror(db, { organizations: tables.organizations, api_keys: tables.apiKeys })
+  const getRoute = db.prepare<[string, string], { organization_id: string }>(
+    'SELECT organization_id FROM row_routes WHERE source_table = ? AND id = ?',
+  )
+  const putRoute = db.prepare<[string, string, string]>(
+    `INSERT INTO row_routes (source_table, id, organization_id) VALUES (?, ?, ?)
+     ON CONFLICT (source_table, id) DO UPDATE SET organization_id = excluded.organization_id`,
+  )
+  const readOffsets = db.prepare<[], { topic: string; partition: number; offset: number }>(
+    'SELECT topic, partition, offset FROM applied_offsets',
+  )
+  const writeOffset = db.prepare<[string, number, number]>(
+    `INSERT INTO applied_offsets (topic, partition, offset) VALUES (?, ?, ?)
+     ON CONFLICT (topic, partition) DO UPDATE SET offset = excluded.offset`,
+  )
+  const getState = db.prepare<[string], { value: string }>(
+    'SELECT value FROM replica_state WHERE key = ?',
+  )
+  const putStateOnce = db.prepare<[string, string]>(
+    'INSERT INTO replica_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING',
+  )
+
+  const appliedOffsets = new Map<string, number>()
+  const loadOffsets = () => {
+    appliedOffsets.clear()
+    for (const r of readOffsets.all())
+      appliedOffsets.set(`${r.topic}\u0000${r.partition}`, r.offset)
+  }
+  loadOffsets()
+
+  const applyInTransaction = db.transaction(
+    (
+      events: readonly ControlEvent[],
+      routes: readonly RouteUpdate[],
+      offsetGuard: boolean,
+      tally: Tally,
+    ) => {
+      for (const r of routes) putRoute.run(r.table, r.id, r.organizationId)
+      const changes: MirrorChange[] = []
+      const offsets = new Map<string, Origin>()
+      for (const event of events) {
+        const key = `${event.origin.topic}\u0000${event.origin.partition}`
+        if (offsetGuard) {
+          const applied = appliedOffsets.get(key)
+          if (applied !== undefined && event.origin.offset <= applied) {
+            tally(event.change.table, 'duplicate')
+            continue
+          }
+          offsets.set(key, event.origin)
+        }
+        tally(event.change.table, mirror.apply(event.change, changes))
+      }
+      for (const [key, o] of offsets) {
+        writeOffset.run(o.topic, o.partition, o.offset)
+        appliedOffsets.set(key, o.offset)
+      }
+      const organizations = new Set<string>()
+      for (const c of changes) {
+        const row = c.current ?? c.previous
+        if (c.table === 'organizations') organizations.add(c.id)
+        else if (row !== undefined) organizations.add(row.organizationId as string)
+      }
+      return { organizations: [...organizations] }
+    },
+  )
+
+  return {
+    db,
+    routeOf: (table, id) => getRoute.get(table, id)?.organization_id,
+    apply(events, routes, offsetGuard, tally) {
+      try {
+        return applyInTransaction(events, routes, offsetGuard, tally)
+      } catch (error) {
+        loadOffsets()
+        throw error
+      }
+    },
+    markCaughtUp(now) {
+      putStateOnce.run('caught_up_at', now.toISOString())
+    },
+    caughtUpAt: () => getState.get('caught_up_at')?.value,
+    boundWal: (maxBytes) => boundWal(db, path, maxBytes),
+    close() {
+      db.close()
+    },
+  }
+}

@@ -1,0 +1,74 @@
+// What platform teams alert on, in Prometheus format.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import type { BatchOutcome } from './apply.ts'
+
+export interface ProjectorMetrics {
+  readonly registry: Registry
+  recordBatch(outcome: BatchOutcome, seconds: number, now: number): void
+  setLag(topic: string, partition: number, lag: number): void
+  setCaughtUp(caughtUp: boolean): void
+}
+
+export function createProjectorMetrics(): ProjectorMetrics {
+  const registry = new Registry()
+  collectDefaultMetrics({ register: registry, prefix: 'replica_projector_' })
+  const events = new Counter({
+    name: 'replica_projector_events_total',
+    help: 'Change events by source table and outcome (applied, older, absent, duplicate, dead_lettered).',
+    labelNames: ['table', 'outcome'],
+    registers: [registry],
+  })
+  const skipped = new Counter({
+    name: 'replica_projector_records_skipped_total',
+    help: 'Records that are not changes: tombstones, heartbeats, never-stored tables.',
+    registers: [registry],
+  })
+  const documents = new Counter({
+    name: 'replica_projector_documents_total',
+    help: 'Documents recomputed by result: rewritten (response changed), unchanged, removed.',
+    labelNames: ['result'],
+    registers: [registry],
+  })
+  const batchSeconds = new Histogram({
+    name: 'replica_projector_batch_apply_seconds',
+    help: 'Time to decode and apply one batch, files committed.',
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  })
+  const visibleDelay = new Histogram({
+    name: 'replica_projector_source_to_visible_seconds',
+    help: 'From the source commit (source.ts_ms) of the newest change in a batch to the batch being visible.',
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900],
+    registers: [registry],
+  })
+  const lag = new Gauge({
+    name: 'replica_projector_consumer_lag',
+    help: 'Records not yet applied, by topic and partition.',
+    labelNames: ['topic', 'partition'],
+    registers: [registry],
+  })
+  const caughtUp = new Gauge({
+    name: 'replica_projector_caught_up',
+    help: '1 once the replica has caught up with its source.',
+    registers: [registry],
+  })
+
+  return {
+    registry,
+    recordBatch(outcome, seconds, now) {
+      batchSeconds.observe(seconds)
+      skipped.inc(outcome.skipped)
+      for (const [table, byOutcome] of outcome.events) {
+        for (const [what, n] of Object.entries(byOutcome)) events.inc({ table, outcome: what }, n)
+      }
+      documents.inc({ result: 'rewritten' }, outcome.documents.rewritten)
+      documents.inc({ result: 'unchanged' }, outcome.documents.unchanged)
+      documents.inc({ result: 'removed' }, outcome.documents.removed)
+      if (outcome.latestCommittedAtMs !== undefined) {
+        visibleDelay.observe(Math.max(0, (now - outcome.latestCommittedAtMs) / 1000))
+      }
+    },
+    setLag: (topic, partition, n) => lag.set({ topic, partition: String(partition) }, n),
+    setCaughtUp: (value) => caughtUp.set(value ? 1 : 0),
+  }
+}

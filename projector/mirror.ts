@@ -1,0 +1,230 @@
+// The mirror: source rows kept as they are in the product (minus what is never stored), one table
+// per source table, in whichever SQLite file the row belongs to. Applying a change is an upsert
+// or a delete by primary key, guarded by the row's source position so that an older version
+// never overwrites a newer one.
+import { getTableColumns } from 'drizzle-orm'
+import { getTableConfig, type SQLiteTable } from 'drizzle-orm/sqlite-core'
+import { unavailable, type SourceTable } from '../schema/events.ts'
+import type { SqliteDatabase } from '../src/sqlite.ts'
+import type { Position, RowChange } from './decode.ts'
+
+export type MirrorRow = Record<string, unknown>
+
+/** One row's change over a batch: the stored version before it and after it. */
+export interface MirrorChange {
+  table: SourceTable
+  id: string
+  previous: MirrorRow | undefined
+  current: MirrorRow | undefined
+}
+
+export type ApplyOutcome = 'applied' | 'older' | 'absent'
+
+interface StoredPosition {
+  lsn: number
+  snapshot: boolean
+}
+
+/**
+ * Whether an incoming version replaces the stored one. Source positions order versions of one
+ * row; at an equal (or unknown, 0) position a streamed change wins over a snapshot read, and of
+ * two of the same kind the later-delivered one wins (so a duplicate re-applies the same content).
+ */
+export function supersedes(incoming: StoredPosition, stored: StoredPosition): boolean {
+  if (incoming.lsn !== stored.lsn) return incoming.lsn > stored.lsn
+  return !incoming.snapshot || stored.snapshot
+}
+
+interface Column {
+  key: string
+  name: string
+  kind: 'boolean' | 'other'
+  notNull: boolean
+}
+
+interface TableStatements {
+  columns: Column[]
+  select: (id: string) => MirrorRow | undefined
+  selectAll: () => MirrorRow[]
+  upsert: (values: unknown[]) => void
+  delete: (id: string) => void
+  deleteAll: () => void
+}
+
+export interface Mirror {
+  /** Applies one change; pushes the resulting row changes to `changes`. */
+  apply(change: RowChange, changes: MirrorChange[]): ApplyOutcome
+  /** The stored row, in the mirror's (camelCase) shape. */
+  get(table: SourceTable, id: string): MirrorRow | undefined
+}
+
+/**
+ * A mirror over the given tables of one file. `tables` maps source table names to their drizzle
+ * definitions; `deletedRows` is the file's table of delete positions.
+ */
+export function createMirror(
+  db: SqliteDatabase,
+  tables: Partial<Record<SourceTable, SQLiteTable>>,
+  deletedRowsTable = 'deleted_rows',
+): Mirror {
+  const statements = new Map<SourceTable, TableStatements>()
+  for (const [name, table] of Object.entries(tables) as Array<[SourceTable, SQLiteTable]>) {
+    statements.set(name, prepareTable(db, table))
+  }
+  const getDeleted = db.prepare<[string, string], { source_lsn: number }>(
+    `SELECT source_lsn FROM ${deletedRowsTable} WHERE source_table = ? AND id = ?`,
+  )
+  const putDeleted = db.prepare<[string, string, number]>(
+    `INSERT INTO ${deletedRowsTable} (source_table, id, source_lsn) VALUES (?, ?, ?)
+     ON CONFLICT (source_table, id) DO UPDATE SET source_lsn = max(source_lsn, excluded.source_lsn)`,
+  )
+  const clearDeleted = db.prepare<[string, string]>(
+    `DELETE FROM ${deletedRowsTable} WHERE source_table = ? AND id = ?`,
+  )
+
+  function table(name: SourceTable): TableStatements {
+    const t = statements.get(name)
+    if (t === undefined) throw new Error(`table ${name} is not mirrored in this file`)
+    return t
+  }
+
+  function storedPosition(row: MirrorRow): StoredPosition {
+    return { lsn: row.sourceLsn as number, snapshot: row.fromSnapshot as boolean }
+  }
+
+  return {
+    get: (name, id) => table(name).select(id),
+
+    apply(change, changes) {
+      const t = table(change.table)
+      if (change.kind === 'truncate') {
+        for (const row of t.selectAll()) {
+          changes.push({
+            table: change.table,
+            id: row.id as string,
+            previous: row,
+            current: undefined,
+          })
+        }
+        t.deleteAll()
+        return 'applied'
+      }
+
+      const previous = t.select(change.id)
+      if (change.kind === 'delete') {
+        const incoming = { lsn: change.position.lsn, snapshot: false }
+        putDeleted.run(change.table, change.id, change.position.lsn)
+        if (previous === undefined) return 'absent'
+        if (!supersedes(incoming, storedPosition(previous))) return 'older'
+        t.delete(change.id)
+        changes.push({ table: change.table, id: change.id, previous, current: undefined })
+        return 'applied'
+      }
+
+      if (previous !== undefined) {
+        if (!supersedes(change.position, storedPosition(previous))) return 'older'
+      } else {
+        const deleted = getDeleted.get(change.table, change.id)
+        if (deleted !== undefined) {
+          if (!supersedes(change.position, { lsn: deleted.source_lsn, snapshot: false }))
+            return 'older'
+          clearDeleted.run(change.table, change.id)
+        }
+      }
+      const current = mirrorRow(
+        t.columns,
+        change.row as Record<string, unknown>,
+        previous,
+        change.position,
+      )
+      t.upsert(t.columns.map((c) => bind(current[c.key], c)))
+      changes.push({ table: change.table, id: change.id, previous, current })
+      return 'applied'
+    },
+  }
+}
+
+/** The stored form of a decoded row: unchanged TOASTed columns keep their stored value. */
+function mirrorRow(
+  columns: Column[],
+  row: Record<string, unknown>,
+  previous: MirrorRow | undefined,
+  position: Position,
+): MirrorRow {
+  const out: MirrorRow = {}
+  for (const c of columns) {
+    if (c.key === 'sourceLsn') out[c.key] = position.lsn
+    else if (c.key === 'fromSnapshot') out[c.key] = position.snapshot
+    else {
+      const value = row[c.name]
+      out[c.key] = value === unavailable ? (previous?.[c.key] ?? emptyValue(c)) : value
+    }
+  }
+  return out
+}
+
+// A TOASTed column of a row the mirror has never seen: the value is unknowable; an empty one
+// keeps NOT NULL columns valid until the next change of that column brings the real value.
+function emptyValue(c: Column): unknown {
+  if (!c.notNull) return null
+  if (JSON_OBJECT_COLUMNS.has(c.name)) return '{}'
+  if (JSON_ARRAY_COLUMNS.has(c.name)) return '[]'
+  return c.kind === 'boolean' ? false : ''
+}
+
+const JSON_OBJECT_COLUMNS = new Set(['metadata'])
+const JSON_ARRAY_COLUMNS = new Set([
+  'other_emails',
+  'languages',
+  'medicaid_states',
+  'medicare_states',
+  'scopes',
+])
+
+function bind(value: unknown, c: Column): unknown {
+  if (c.kind === 'boolean') return value === true ? 1 : 0
+  return value
+}
+
+function prepareTable(db: SqliteDatabase, table: SQLiteTable): TableStatements {
+  const config = getTableConfig(table)
+  const columns: Column[] = Object.entries(getTableColumns(table)).map(([key, col]) => ({
+    key,
+    name: col.name,
+    kind: col.columnType === 'SQLiteBoolean' ? 'boolean' : 'other',
+    notNull: col.notNull,
+  }))
+  const names = columns.map((c) => c.name)
+  const selectSql = `SELECT ${names.join(', ')} FROM ${config.name}`
+  const select = db.prepare<[string], Record<string, unknown>>(`${selectSql} WHERE id = ?`)
+  const selectAll = db.prepare<[], Record<string, unknown>>(selectSql)
+  const upsert = db.prepare(
+    `INSERT INTO ${config.name} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})
+     ON CONFLICT (id) DO UPDATE SET ${names
+       .filter((n) => n !== 'id')
+       .map((n) => `${n} = excluded.${n}`)
+       .join(', ')}`,
+  )
+  const del = db.prepare<[string]>(`DELETE FROM ${config.name} WHERE id = ?`)
+  const delAll = db.prepare(`DELETE FROM ${config.name}`)
+
+  const toRow = (raw: Record<string, unknown>): MirrorRow => {
+    const row: MirrorRow = {}
+    for (const c of columns) {
+      const v = raw[c.name]
+      row[c.key] = c.kind === 'boolean' ? v === 1 : v
+    }
+    return row
+  }
+  return {
+    columns,
+    select: (id) => {
+      const raw = select.get(id)
+      return raw === undefined ? undefined : toRow(raw)
+    },
+    selectAll: () => selectAll.all().map(toRow),
+    upsert: (values) => void upsert.run(values),
+    delete: (id) => void del.run(id),
+    deleteAll: () => void delAll.run(),
+  }
+}

@@ -1,0 +1,247 @@
+// The Kafka source: a kafkajs consumer group over the change topics. Each fetched batch is applied
+// (files committed) before its offsets are committed to Kafka, and dead letters are produced
+// before that too, so a crash anywhere redelivers rather than loses.
+import {
+  Kafka,
+  logLevel as kafkaLogLevel,
+  type Admin,
+  type Consumer,
+  type Producer,
+  type KafkaConfig,
+} from 'kafkajs'
+import type { Logger } from 'pino'
+import { sourceTables } from '../../schema/events.ts'
+import type { Applier, BatchOutcome } from '../apply.ts'
+import { deadLetterHeaders, redactedValue } from '../dead-letters.ts'
+import type { SourceRecord } from '../decode.ts'
+
+export interface KafkaSourceOptions {
+  brokers: string[]
+  clientId: string
+  groupId: string
+  topicPrefix: string
+  deadLetterTopic: string
+  applier: Applier
+  logger: Logger
+  onBatch: (outcome: BatchOutcome, seconds: number) => void
+  onLag: (topic: string, partition: number, lag: number) => void
+  onCaughtUp: () => void
+  /** How often to compare committed offsets with the topics' ends (lag metric, readiness). */
+  lagIntervalMs?: number
+}
+
+export interface KafkaSource {
+  /** Connects (retrying with backoff until stopped) and consumes until `stop`. */
+  start(): Promise<void>
+  /** Finishes the batch in hand, commits it, disconnects. */
+  stop(): Promise<void>
+}
+
+/** The change topics this replica reads: one per source table, never payer_portal_logins. */
+export function changeTopics(topicPrefix: string): string[] {
+  return sourceTables.map((table) => `${topicPrefix}.public.${table}`)
+}
+
+export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
+  const { logger, applier } = options
+  const topics = changeTopics(options.topicPrefix)
+  const kafka = new Kafka({
+    clientId: options.clientId,
+    brokers: options.brokers,
+    logLevel: kafkaLogLevel.WARN,
+    logCreator: kafkaLogCreator(logger),
+    retry: { initialRetryTime: 300, maxRetryTime: 30_000, retries: 8 },
+  } satisfies KafkaConfig)
+
+  let consumer: Consumer | undefined
+  let producer: Producer | undefined
+  let admin: Admin | undefined
+  let stopping = false
+  let lagTimer: NodeJS.Timeout | undefined
+  let caughtUp = false
+
+  async function connect(): Promise<void> {
+    admin = kafka.admin()
+    await admin.connect()
+    // Topics are created here if Debezium has not yet: a consumer only subscribes to topics that
+    // exist, and a table with no rows yet has none. Compacted, so a replay yields every row's
+    // latest state.
+    const existing = new Set(await admin.listTopics())
+    const missing = topics.filter((t) => !existing.has(t))
+    if (missing.length > 0) {
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: missing.map((topic) => ({
+          topic,
+          configEntries: [{ name: 'cleanup.policy', value: 'compact' }],
+        })),
+      })
+      logger.info({ topics: missing }, 'created missing change topics (compacted)')
+    }
+    if (!existing.has(options.deadLetterTopic)) {
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: [{ topic: options.deadLetterTopic }],
+      })
+    }
+
+    producer = kafka.producer({
+      allowAutoTopicCreation: false,
+      idempotent: true,
+      maxInFlightRequests: 1,
+    })
+    await producer.connect()
+
+    consumer = kafka.consumer({
+      groupId: options.groupId,
+      maxBytesPerPartition: 8 * 1024 * 1024,
+      maxBytes: 32 * 1024 * 1024,
+      // kafkajs restarts the consumer itself after any crash; this process never gives up on
+      // its source (a lost broker is waited for, logged, and resumed from the committed offsets).
+      retry: {
+        initialRetryTime: 500,
+        maxRetryTime: 30_000,
+        retries: 10,
+        restartOnFailure: async () => true,
+      },
+    })
+    await consumer.connect()
+    await consumer.subscribe({ topics, fromBeginning: true })
+    await consumer.run({
+      autoCommit: false,
+      eachBatchAutoResolve: false,
+      partitionsConsumedConcurrently: 1,
+      eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
+        if (batch.messages.length === 0 || !isRunning() || isStale()) return
+        const started = process.hrtime.bigint()
+        const records: SourceRecord[] = batch.messages.map((m) => ({
+          topic: batch.topic,
+          partition: batch.partition,
+          offset: m.offset,
+          key: m.key,
+          value: m.value,
+        }))
+        const outcome = applier.applyBatch(records)
+        if (outcome.deadLetters.length > 0) {
+          await producer!.send({
+            topic: options.deadLetterTopic,
+            acks: -1,
+            messages: outcome.deadLetters.map((letter) => ({
+              key: letter.record.key as Buffer | null,
+              value: JSON.stringify(redactedValue(letter.record.value)),
+              headers: { ...deadLetterHeaders(letter) },
+            })),
+          })
+          for (const letter of outcome.deadLetters) {
+            logger.warn(
+              {
+                topic: letter.record.topic,
+                partition: letter.record.partition,
+                offset: letter.record.offset,
+                reason: letter.reason,
+                error: letter.message,
+              },
+              'dead-lettered a change event',
+            )
+          }
+        }
+        const last = batch.lastOffset()
+        resolveOffset(last)
+        await consumer!.commitOffsets([
+          {
+            topic: batch.topic,
+            partition: batch.partition,
+            offset: (BigInt(last) + 1n).toString(),
+          },
+        ])
+        await heartbeat()
+        options.onBatch(outcome, Number(process.hrtime.bigint() - started) / 1e9)
+      },
+    })
+  }
+
+  async function checkLag(): Promise<void> {
+    if (admin === undefined) return
+    const committed = await admin.fetchOffsets({ groupId: options.groupId, topics })
+    let total = 0
+    for (const topic of topics) {
+      const ends = await admin.fetchTopicOffsets(topic)
+      const mine = committed.find((c) => c.topic === topic)?.partitions ?? []
+      for (const end of ends) {
+        const at = mine.find((p) => p.partition === end.partition)?.offset ?? '-1'
+        const from = at === '-1' ? BigInt(end.low) : BigInt(at)
+        const lag = Number(BigInt(end.high) - from)
+        total += Math.max(0, lag)
+        options.onLag(topic, end.partition, Math.max(0, lag))
+      }
+    }
+    if (total === 0 && !caughtUp) {
+      caughtUp = true
+      options.onCaughtUp()
+    }
+  }
+
+  async function disconnectAll(): Promise<void> {
+    await Promise.allSettled([consumer?.disconnect(), producer?.disconnect(), admin?.disconnect()])
+    consumer = producer = admin = undefined
+  }
+
+  return {
+    async start() {
+      let delay = 500
+      while (!stopping) {
+        try {
+          await connect()
+          break
+        } catch (error) {
+          await disconnectAll()
+          if (stopping) return
+          logger.error({ err: briefError(error), retryInMs: delay }, 'cannot reach Kafka; retrying')
+          await sleep(delay)
+          delay = Math.min(delay * 2, 30_000)
+        }
+      }
+      const interval = options.lagIntervalMs ?? 2_000
+      const tick = () => {
+        checkLag()
+          .catch((error: unknown) =>
+            logger.warn({ err: briefError(error) }, 'could not measure consumer lag'),
+          )
+          .finally(() => {
+            if (!stopping) lagTimer = setTimeout(tick, interval)
+          })
+      }
+      tick()
+    },
+    async stop() {
+      stopping = true
+      if (lagTimer !== undefined) clearTimeout(lagTimer)
+      // kafkajs's disconnect waits for the batch in hand, which commits before it returns.
+      await disconnectAll()
+    },
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+function briefError(error: unknown): { name: string; message: string } {
+  return error instanceof Error
+    ? { name: error.name, message: error.message }
+    : { name: 'Error', message: String(error) }
+}
+
+/** Routes kafkajs's own logs into pino as structured lines. */
+function kafkaLogCreator(logger: Logger) {
+  const child = logger.child({ component: 'kafkajs' })
+  return () =>
+    ({ level, log }: { level: number; log: { message: string; [k: string]: unknown } }) => {
+      const { message, timestamp: _t, logger: _l, ...rest } = log
+      const fields = { ...rest }
+      if (level <= kafkaLogLevel.ERROR) child.error(fields, message)
+      else if (level === kafkaLogLevel.WARN) child.warn(fields, message)
+      else if (level === kafkaLogLevel.INFO) child.info(fields, message)
+      else child.debug(fields, message)
+    }
+}
