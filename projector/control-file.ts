@@ -35,6 +35,9 @@ export interface ControlFile {
   /** Records, once, that the replica has caught up with its source. */
   markCaughtUp(now: Date): void
   caughtUpAt(): string | undefined
+  /** The Kafka consumer group that feeds this generation. */
+  consumerGroup(): string | undefined
+  recordConsumerGroup(groupId: string): void
   boundWal(maxBytes: number): boolean
   close(): void
   readonly db: SqliteDatabase
@@ -123,6 +126,8 @@ export function openControlFile(path: string): ControlFile {
       putStateOnce.run('caught_up_at', now.toISOString())
     },
     caughtUpAt: () => getState.get('caught_up_at')?.value,
+    consumerGroup: () => getState.get('consumer_group')?.value,
+    recordConsumerGroup: (groupId) => void putStateOnce.run('consumer_group', groupId),
     boundWal: (maxBytes) => boundWal(db, path, maxBytes),
     close() {
       db.close()

@@ -2,6 +2,7 @@
 //
 //   npm run projector                      consume the change topics from Kafka
 //   npm run projector -- --from-file FILE  apply an NDJSON file of Kafka records and exit
+//   npm run projector -- --rebuild         replay the topics into a new generation, then serve it
 import closeWithGrace from 'close-with-grace'
 import { parseArgs } from 'node:util'
 import { ConfigError, loadProjectorConfig } from '../src/config.ts'
@@ -9,10 +10,13 @@ import { createLogger } from '../src/log.ts'
 import { FileSourceError } from './sources/file.ts'
 import { createProjector } from './projector.ts'
 
-const usage = `usage: npm run projector [-- --from-file FILE]
+const usage = `usage: npm run projector [-- --from-file FILE | --rebuild]
 
   (no option)       consume the change topics from Kafka (KAFKA_BROKERS) until SIGTERM
   --from-file FILE  apply an NDJSON file of Kafka records, one per line, then exit
+  --rebuild         replay every topic from the beginning into a new generation (fresh consumer
+                    group), keeping updatedAt of unchanged documents; the api switches to it
+                    once it has caught up, and this process goes on serving it
   --help            this text
 
 Configuration is by environment: DATA_DIR, KAFKA_BROKERS, KAFKA_GROUP_ID, TOPIC_PREFIX, LOG_LEVEL,
@@ -22,7 +26,11 @@ async function main(): Promise<number> {
   let args
   try {
     args = parseArgs({
-      options: { 'from-file': { type: 'string' }, help: { type: 'boolean' } },
+      options: {
+        'from-file': { type: 'string' },
+        rebuild: { type: 'boolean' },
+        help: { type: 'boolean' },
+      },
       strict: true,
     })
   } catch (error) {
@@ -69,7 +77,7 @@ async function main(): Promise<number> {
     else logger.info({ signal }, 'stopping')
     await projector.stop()
   })
-  await projector.startKafka()
+  await projector.startKafka({ rebuild: args.values.rebuild === true })
   logger.info(
     { admin: projector.adminAddress(), brokers: config.kafka.brokers },
     'projector consuming',

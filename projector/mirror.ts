@@ -131,12 +131,7 @@ export function createMirror(
           clearDeleted.run(change.table, change.id)
         }
       }
-      const current = mirrorRow(
-        t.columns,
-        change.row as Record<string, unknown>,
-        previous,
-        change.position,
-      )
+      const current = mirrorRow(t.columns, change.row, previous, change.position)
       t.upsert(t.columns.map((c) => bind(current[c.key], c)))
       changes.push({ table: change.table, id: change.id, previous, current })
       return 'applied'

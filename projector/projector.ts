@@ -3,7 +3,18 @@
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import type { ProjectorConfig } from '../src/config.ts'
-import { deadLetterFilePath, ensureCurrentGeneration, type Generation } from '../src/layout.ts'
+import Database from 'better-sqlite3'
+import { existsSync } from 'node:fs'
+import {
+  currentGeneration,
+  deadLetterFilePath,
+  ensureCurrentGeneration,
+  newGenerationName,
+  prepareGeneration,
+  publishGeneration,
+  type Generation,
+} from '../src/layout.ts'
+import { priorStampsFrom, type PriorStamp } from './documents/index.ts'
 import { buildAdmin } from './admin.ts'
 import { createApplier, type Applier, type BatchOutcome } from './apply.ts'
 import { appendDeadLetters } from './dead-letters.ts'
@@ -33,8 +44,12 @@ export interface Projector {
   readonly metrics: ProjectorMetrics
   /** Applies an NDJSON file of Kafka records, then marks the replica caught up. */
   runFile(path: string, options?: { batchSize?: number }): Promise<FileRunSummary>
-  /** Consumes Kafka until `stop`; serves the admin port meanwhile. */
-  startKafka(): Promise<void>
+  /**
+   * Consumes Kafka until `stop`; serves the admin port meanwhile. With `rebuild`, consumes every
+   * topic from the beginning into a new generation with a fresh consumer group, keeping the
+   * stamps of unchanged documents, and makes it the served generation once caught up.
+   */
+  startKafka(options?: { rebuild?: boolean }): Promise<void>
   /** Graceful: finishes the batch in hand, commits, closes files. */
   stop(): Promise<void>
   /** The admin port's address once listening (Kafka mode). */
@@ -44,14 +59,18 @@ export interface Projector {
 export function createProjector(deps: ProjectorDeps): Projector {
   const { config, logger } = deps
   const clock = deps.clock ?? (() => new Date())
-  const generation = deps.generation ?? ensureCurrentGeneration(config.dataDir)
+  let generation = deps.generation ?? ensureCurrentGeneration(config.dataDir)
   const metrics = createProjectorMetrics()
   let applier: Applier | undefined
   let source: KafkaSource | undefined
   let admin: FastifyInstance | undefined
   let ready = false
+  const previousFiles = new Map<string, Database.Database>()
 
-  function openApplier(offsetGuard: boolean): Applier {
+  function openApplier(
+    offsetGuard: boolean,
+    priorStamp?: ReturnType<typeof priorStampFrom>,
+  ): Applier {
     applier ??= createApplier({
       generation,
       topicPrefix: config.topicPrefix,
@@ -59,10 +78,29 @@ export function createProjector(deps: ProjectorDeps): Projector {
       offsetGuard,
       walCheckpointBytes: config.walCheckpointBytes,
       clock,
+      ...(priorStamp === undefined ? {} : { priorStamp }),
     })
     ready = applier.control.caughtUpAt() !== undefined
     metrics.setCaughtUp(ready)
     return applier
+  }
+
+  /** Stamps of the generation being replaced, one read-only handle per organization file. */
+  function priorStampFrom(previous: Generation) {
+    const stamps = new Map<string, PriorStamp | null>()
+    return (organizationId: string, ...rest: Parameters<PriorStamp>) => {
+      let stamp = stamps.get(organizationId)
+      if (stamp === undefined) {
+        const path = previous.organizationPath(organizationId)
+        if (existsSync(path)) {
+          const db = new Database(path, { readonly: true, fileMustExist: true })
+          previousFiles.set(organizationId, db)
+          stamp = priorStampsFrom(db)
+        } else stamp = null
+        stamps.set(organizationId, stamp)
+      }
+      return stamp === null ? undefined : stamp(...rest)
+    }
   }
 
   const onBatch = (outcome: BatchOutcome, seconds: number) => {
@@ -76,7 +114,9 @@ export function createProjector(deps: ProjectorDeps): Projector {
   }
 
   return {
-    generation,
+    get generation() {
+      return generation
+    },
     metrics,
     adminAddress: () => {
       const address = admin?.server.address()
@@ -125,21 +165,45 @@ export function createProjector(deps: ProjectorDeps): Projector {
       return summary
     },
 
-    async startKafka() {
-      const a = openApplier(true)
+    async startKafka(options = {}) {
+      let groupId: string
+      let onCaughtUp = caughtUp
+      if (options.rebuild === true) {
+        const previous = currentGeneration(config.dataDir)
+        generation = prepareGeneration(config.dataDir, newGenerationName(clock()))
+        groupId = `${config.kafka.groupId}.${generation.name}`
+        openApplier(true, previous === undefined ? undefined : priorStampFrom(previous))
+        onCaughtUp = () => {
+          caughtUp()
+          publishGeneration(config.dataDir, generation.name)
+          for (const db of previousFiles.values()) db.close()
+          previousFiles.clear()
+          logger.info(
+            { generation: generation.name, replaced: previous?.name },
+            'rebuild caught up: now serving the new generation',
+          )
+        }
+        logger.info({ generation: generation.name, groupId }, 'rebuilding into a new generation')
+      } else {
+        openApplier(true)
+        // A generation keeps the consumer group that built it, so a restart resumes, not replays.
+        groupId = applier!.control.consumerGroup() ?? config.kafka.groupId
+      }
+      applier!.control.recordConsumerGroup(groupId)
+      const a = applier!
       admin = buildAdmin({ registry: metrics.registry, isReady: () => ready })
       await admin.listen({ host: config.admin.host, port: config.admin.port })
       source = createKafkaSource({
         brokers: config.kafka.brokers,
         clientId: config.kafka.clientId,
-        groupId: config.kafka.groupId,
+        groupId,
         topicPrefix: config.topicPrefix,
         deadLetterTopic: config.deadLetterTopic,
         applier: a,
         logger,
         onBatch,
-        onLag: metrics.setLag,
-        onCaughtUp: caughtUp,
+        onLag: (topic, partition, lag) => metrics.setLag(topic, partition, lag),
+        onCaughtUp,
       })
       await source.start()
     },
@@ -149,6 +213,8 @@ export function createProjector(deps: ProjectorDeps): Projector {
       await admin?.close()
       applier?.close()
       applier = undefined
+      for (const db of previousFiles.values()) db.close()
+      previousFiles.clear()
     },
   }
 }

@@ -73,6 +73,7 @@ export const appliedOffsets = sqliteTable(
  * - `caught_up_at`: when the replica first caught up (Kafka: lag zero on every partition once;
  *   file: the file applied). Until it is set the api answers 503 api_temporarily_unavailable.
  * - `maintenance`: present when an operator switched the api off (503 api_unavailable).
+ * - `consumer_group`: the Kafka consumer group feeding this generation (a rebuild uses a fresh one).
  */
 export const replicaState = sqliteTable('replica_state', {
   key: text('key').primaryKey(),

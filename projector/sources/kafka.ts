@@ -102,7 +102,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
         initialRetryTime: 500,
         maxRetryTime: 30_000,
         retries: 10,
-        restartOnFailure: async () => true,
+        restartOnFailure: () => Promise.resolve(true),
       },
     })
     await consumer.connect()
@@ -111,8 +111,9 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       autoCommit: false,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 1,
-      eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
-        if (batch.messages.length === 0 || !isRunning() || isStale()) return
+      eachBatch: async (payload) => {
+        const { batch } = payload
+        if (batch.messages.length === 0 || !payload.isRunning() || payload.isStale()) return
         const started = process.hrtime.bigint()
         const records: SourceRecord[] = batch.messages.map((m) => ({
           topic: batch.topic,
@@ -146,7 +147,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
           }
         }
         const last = batch.lastOffset()
-        resolveOffset(last)
+        payload.resolveOffset(last)
         await consumer!.commitOffsets([
           {
             topic: batch.topic,
@@ -154,7 +155,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
             offset: (BigInt(last) + 1n).toString(),
           },
         ])
-        await heartbeat()
+        await payload.heartbeat()
         options.onBatch(outcome, Number(process.hrtime.bigint() - started) / 1e9)
       },
     })
@@ -236,7 +237,7 @@ function briefError(error: unknown): { name: string; message: string } {
 function kafkaLogCreator(logger: Logger) {
   const child = logger.child({ component: 'kafkajs' })
   return () =>
-    ({ level, log }: { level: number; log: { message: string; [k: string]: unknown } }) => {
+    ({ level, log }: { level: kafkaLogLevel; log: { message: string; [k: string]: unknown } }) => {
       const { message, timestamp: _t, logger: _l, ...rest } = log
       const fields = { ...rest }
       if (level <= kafkaLogLevel.ERROR) child.error(fields, message)
