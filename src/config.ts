@@ -67,6 +67,11 @@ const apiEnv = z.object({
   /** Most organization files kept open at once (least recently used are closed). */
   OPEN_FILES_MAX: positiveInt.default(256),
   LOG_LEVEL: logLevel.default('info'),
+  /**
+   * Signs paging cursors, so that a cursor altered or made for another list is refused. Every
+   * api process behind one load balancer must share it; the default suits a single node.
+   */
+  CURSOR_SECRET: z.string().min(16, 'at least 16 characters').optional(),
 })
 
 export type ApiConfig = {
@@ -78,7 +83,11 @@ export type ApiConfig = {
   rateLimit: { perKey: number; perOrganization: number; windowSeconds: number }
   openFilesMax: number
   logLevel: z.infer<typeof logLevel>
+  cursorSecret: string
 }
+
+/** Cursor secret of a deployment that sets none: cursors stay valid across restarts. */
+const DEFAULT_CURSOR_SECRET = 'credentialing-replica-api-v1-cursors'
 
 type Env = Record<string, string | undefined>
 
@@ -132,5 +141,6 @@ export function loadApiConfig(env: Env): ApiConfig {
     },
     openFilesMax: e.OPEN_FILES_MAX,
     logLevel: e.LOG_LEVEL,
+    cursorSecret: e.CURSOR_SECRET ?? DEFAULT_CURSOR_SECRET,
   }
 }

@@ -1,0 +1,228 @@
+// The api: `buildApi(deps)` wires the public server (every /api/v1 route) and the operations
+// server (health, readiness, metrics) over one replica of the data directory. Nothing here reads
+// process.env or installs signal handlers: api/main.ts does.
+//
+// A protected request runs, in this order (spec/resources.md): replica ready (503), key (401),
+// rate limits (429), organization billing (402) and switch (403 api_disabled), scope
+// (403 insufficient_scope), then the route: parameters (400), id (404), page.
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+} from 'fastify'
+import { Redis } from 'ioredis'
+import type { Scope } from '../schema/resources.ts'
+import type { ApiConfig } from '../src/config.ts'
+import type { Logger } from '../src/log.ts'
+import { buildAdmin } from './admin.ts'
+import {
+  authenticate,
+  bearerKey,
+  checkOrganization,
+  hashKey,
+  requireScope,
+  type Principal,
+} from './auth.ts'
+import { ApiError, errorBody, internalError, invalidRequest, notFound } from './errors.ts'
+import { createMetrics, type ApiMetrics } from './metrics.ts'
+import { buildOpenApiDocument } from './openapi.ts'
+import { parseNoParams, rawQueryOf } from './params.ts'
+import { rateLimitHeaders, registerRateLimits } from './rate-limit.ts'
+import { Replica, type ServedGeneration } from './replica.ts'
+import { documentRoutes } from './routes/documents.ts'
+import { enrollmentRoutes } from './routes/enrollments.ts'
+import { expirableRoutes } from './routes/expirables.ts'
+import { providerGroupRoutes } from './routes/provider-groups.ts'
+import { providerRoutes } from './routes/providers.ts'
+import { JSON_TYPE, sendJson, type Clock, type RouteContext } from './routes/shared.ts'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The generation this request reads, held until the response is done. */
+    served: ServedGeneration | null
+    principal: Principal | null
+  }
+  interface FastifyContextConfig {
+    /** Set on every protected route: the scope it requires. */
+    scope?: Scope
+  }
+}
+
+export const API_PREFIX = '/api/v1'
+
+export interface ApiDeps {
+  config: ApiConfig
+  logger: Logger
+  clock?: Clock
+  /** How often the CURRENT generation pointer is re-read, at most (default 500 ms). */
+  generationCheckMs?: number
+}
+
+export interface Api {
+  readonly app: FastifyInstance
+  readonly admin: FastifyInstance
+  readonly replica: Replica
+  readonly metrics: ApiMetrics
+  /** Starts both servers; resolves to their base addresses. */
+  listen(): Promise<{ url: string; adminUrl: string }>
+  /** Stops accepting, finishes in-flight requests, then closes files and connections. */
+  close(): Promise<void>
+}
+
+function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
+  return reply
+    .code(error.status)
+    .headers(error.headers)
+    .type(JSON_TYPE)
+    .send(errorBody(error.code, error.message))
+}
+
+export async function buildApi(deps: ApiDeps): Promise<Api> {
+  const { config, logger } = deps
+  const clock = deps.clock ?? { now: () => Date.now() }
+  const replica = new Replica({
+    dataDir: config.dataDir,
+    openFilesMax: config.openFilesMax,
+    log: logger,
+    checkIntervalMs: deps.generationCheckMs ?? 500,
+  })
+  const metrics = createMetrics(() => replica.openFiles)
+  const redis =
+    config.redisUrl === undefined
+      ? undefined
+      : new Redis(config.redisUrl, { connectTimeout: 2000, maxRetriesPerRequest: 1 })
+  redis?.on('error', (err) => logger.warn({ err }, 'redis connection error'))
+
+  // Typed as Fastify's logger interface so the instance is a plain FastifyInstance.
+  const baseLogger: FastifyBaseLogger = logger
+  const app = Fastify({
+    loggerInstance: baseLogger,
+    logController: new LogController({ disableRequestLogging: true }),
+    // HEAD is not served: 405 like every method but GET.
+    exposeHeadRoutes: false,
+    // Requests that arrive while closing are still answered; close-with-grace bounds the wait.
+    return503OnClosing: false,
+    routerOptions: { maxParamLength: 1000 },
+    frameworkErrors: (error, _request, reply) => {
+      void sendError(reply, invalidRequest('the request line could not be read'))
+      void error
+    },
+  })
+  app.decorateRequest('served', null)
+  app.decorateRequest('principal', null)
+
+  // GET requests carry no body: whatever is sent is read and ignored, never parsed.
+  app.removeAllContentTypeParsers()
+  app.addContentTypeParser('*', (_request, payload, done) => {
+    payload.resume()
+    payload.on('end', () => done(null, undefined))
+    payload.on('error', (err) => done(err, undefined))
+  })
+
+  app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
+    if (error instanceof ApiError) return sendError(reply, error)
+    if (typeof error.statusCode === 'number' && error.statusCode < 500) {
+      request.log.info({ code: error.code }, 'request refused by the framework')
+      return sendError(reply, invalidRequest('the request could not be read'))
+    }
+    request.log.error({ err: error }, 'request failed')
+    return sendError(reply, internalError())
+  })
+
+  app.setNotFoundHandler((request, reply) => {
+    if (request.method !== 'GET') return sendError(reply, methodNotAllowed())
+    return sendError(reply, notFound('no such path'))
+  })
+
+  const limit = await registerRateLimits(app, {
+    ...config.rateLimit,
+    redis,
+    log: logger,
+    onLimited: (policy) => metrics.rateLimited(policy),
+  })
+
+  app.addHook('onRequest', async (request, reply) => {
+    const scope = request.routeOptions.config.scope
+    if (scope === undefined) return
+    if (request.method !== 'GET') throw methodNotAllowed()
+    const served = replica.acquire()
+    request.served = served
+    reply.raw.once('close', () => replica.release(served))
+    const notReady = served.readiness()
+    if (notReady !== undefined) throw notReady
+    const rawKey = bearerKey(request.headers.authorization)
+    if (rawKey instanceof ApiError) throw rawKey
+    const principal = authenticate(served.keyByHash(hashKey(rawKey)), clock.now())
+    if (principal instanceof ApiError) throw principal
+    request.principal = principal
+    request.log = request.log.child({
+      keyId: principal.keyId,
+      organizationId: principal.organizationId,
+    })
+    const states = await limit(request, principal)
+    reply.headers(rateLimitHeaders(states))
+    const refused = checkOrganization(principal) ?? requireScope(principal, scope)
+    if (refused !== undefined) throw refused
+  })
+
+  app.addHook('onResponse', (request, reply, done) => {
+    const route = request.routeOptions.url ?? 'unmatched'
+    metrics.observeRequest(route, reply.statusCode, reply.elapsedTime / 1000)
+    request.log.info(
+      {
+        method: request.method,
+        url: request.url,
+        route,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 100) / 100,
+      },
+      'request',
+    )
+    done()
+  })
+
+  const ctx: RouteContext = { cursorSecret: config.cursorSecret, clock }
+  const openApiDocument = JSON.stringify(buildOpenApiDocument())
+  await app.register(
+    (v1, _options, done) => {
+      v1.get('/openapi.json', (request, reply) => {
+        const invalid = parseNoParams(rawQueryOf(request.url))
+        if (invalid !== undefined) throw invalid
+        return sendJson(reply, openApiDocument)
+      })
+      providerRoutes(v1, ctx)
+      providerGroupRoutes(v1, ctx)
+      enrollmentRoutes(v1, ctx)
+      documentRoutes(v1, ctx)
+      expirableRoutes(v1, ctx)
+      done()
+    },
+    { prefix: API_PREFIX },
+  )
+
+  const admin = buildAdmin({ logger, metrics, replica })
+
+  return {
+    app,
+    admin,
+    replica,
+    metrics,
+    async listen() {
+      const url = await app.listen({ host: config.host, port: config.port })
+      const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port })
+      return { url, adminUrl }
+    },
+    async close() {
+      await app.close()
+      await admin.close()
+      replica.close()
+      await redis?.quit().catch(() => redis.disconnect())
+    },
+  }
+}
+
+function methodNotAllowed(): ApiError {
+  return new ApiError('method_not_allowed', 'only GET is supported', { allow: 'GET' })
+}

@@ -1,0 +1,144 @@
+// The SQL of each list and detail: which table, which stamp and body columns per view, which
+// column each filter tests. Pages resume from an exact position with one row-value comparison,
+// `(stamp, id) > (?, ?)`, which SQLite answers from the (filter, stamp, id) indexes of
+// schema/organization-db.ts.
+import type { Scope } from '../schema/resources.ts'
+import { comparePositions } from './page.ts'
+import type { Filters, ListName } from './params.ts'
+import type { Position } from './cursor.ts'
+
+/** Providers are served in two variants; every other resource has only the base one. */
+export type View = 'base' | 'sensitive'
+
+export interface Collection {
+  readonly list: ListName
+  readonly path: string
+  readonly scope: Scope
+  readonly table: string
+  readonly columns: Record<View, { stamp: string; body: string }>
+  /** The column each filter of this list tests. */
+  readonly filterColumns: Partial<Record<keyof Filters, string>>
+  /** Whether /<path>/{id} exists. */
+  readonly hasDetail: boolean
+}
+
+const base = { stamp: 'updated_at', body: 'body' }
+const sameForBothViews = { base, sensitive: base }
+
+export const collections = {
+  providers: {
+    list: 'providers',
+    path: '/providers',
+    scope: 'providers:read',
+    table: 'doc_providers',
+    columns: { base, sensitive: { stamp: 'sensitive_updated_at', body: 'sensitive_body' } },
+    filterColumns: { active: 'is_active' },
+    hasDetail: true,
+  },
+  'provider-groups': {
+    list: 'provider-groups',
+    path: '/provider-groups',
+    scope: 'groups:read',
+    table: 'doc_provider_groups',
+    columns: sameForBothViews,
+    filterColumns: {},
+    hasDetail: true,
+  },
+  enrollments: {
+    list: 'enrollments',
+    path: '/enrollments',
+    scope: 'enrollments:read',
+    table: 'doc_enrollments',
+    columns: sameForBothViews,
+    filterColumns: { status: 'status', payerKey: 'payer_key', providerId: 'provider_id' },
+    hasDetail: true,
+  },
+  'group-enrollments': {
+    list: 'group-enrollments',
+    path: '/group-enrollments',
+    scope: 'enrollments:read',
+    table: 'doc_group_enrollments',
+    columns: sameForBothViews,
+    filterColumns: { status: 'status', payerKey: 'payer_key', groupId: 'provider_group_id' },
+    hasDetail: true,
+  },
+  documents: {
+    list: 'documents',
+    path: '/documents',
+    scope: 'documents:read',
+    table: 'doc_documents',
+    columns: sameForBothViews,
+    filterColumns: { providerId: 'provider_id', groupId: 'provider_group_id' },
+    hasDetail: false,
+  },
+} as const satisfies Record<Exclude<ListName, 'expirables'>, Collection>
+
+export const expirables = {
+  list: 'expirables',
+  path: '/expirables',
+  scope: 'providers:read',
+} as const
+
+export interface Sql {
+  readonly sql: string
+  readonly args: readonly (string | number)[]
+}
+
+/**
+ * One page of a list: rows `[id, stamp, body]` after `after` (exclusive), `limit` of them.
+ * `updated_since` (inclusive) becomes the position `(since, '')`: ids are never empty, so
+ * `(stamp, id) > (since, '')` is `stamp >= since`. The later of the two bounds wins.
+ */
+export function pageSql(
+  collection: Collection,
+  view: View,
+  filters: Filters,
+  after: Position | undefined,
+  limit: number,
+): Sql {
+  const { stamp, body } = collection.columns[view]
+  const where: string[] = []
+  const args: (string | number)[] = []
+  for (const [filter, column] of Object.entries(collection.filterColumns)) {
+    const value = filters[filter as keyof Filters]
+    if (value === undefined) continue
+    where.push(`${column} = ?`)
+    args.push(typeof value === 'boolean' ? Number(value) : value)
+  }
+  const since: Position = [filters.updatedSince ?? '', '']
+  const from = after !== undefined && comparePositions(after, since) > 0 ? after : since
+  where.push(`(${stamp}, id) > (?, ?)`)
+  args.push(...from, limit)
+  return {
+    sql: `SELECT id, ${stamp}, ${body} FROM ${collection.table} WHERE ${where.join(' AND ')} ORDER BY ${stamp}, id LIMIT ?`,
+    args,
+  }
+}
+
+export function detailSql(collection: Collection, view: View, id: string): Sql {
+  return {
+    sql: `SELECT ${collection.columns[view].body} FROM ${collection.table} WHERE id = ?`,
+    args: [id],
+  }
+}
+
+/**
+ * One page of expirables: rows `[expiresOn, sourceType, sourceId, updatedAt, partialBody]` with
+ * `today <= expiresOn <= lastDay`, in (expiresOn, sourceType, sourceId) order, after `after`.
+ */
+export function expirablesSql(
+  today: string,
+  lastDay: string,
+  after: Position | undefined,
+  limit: number,
+): Sql {
+  const start: Position = [today, '', '']
+  const from = after !== undefined && comparePositions(after, start) > 0 ? after : start
+  return {
+    sql:
+      'SELECT expires_on, source_type, source_id, updated_at, body FROM doc_expirables ' +
+      'WHERE (expires_on, source_type, source_id) > (?, ?, ?) AND expires_on <= ? ' +
+      'ORDER BY expires_on, source_type, source_id LIMIT ?',
+    args: [...from, lastDay, limit],
+  }
+}

@@ -1,0 +1,240 @@
+// The generation the api serves, following the CURRENT pointer of the data directory.
+//
+// The pointer is re-read at most every `checkIntervalMs` (a tiny file read). When it names a new
+// generation, its control file is opened and it becomes current for the requests that start from
+// then on; requests already running keep the generation they started with (they hold a
+// reference), and the old generation's handles are closed once the last of them has finished.
+// So a rebuild's swap fails no request.
+import Database, { type Statement } from 'better-sqlite3'
+import type { Logger } from '../src/log.ts'
+import { currentGenerationName, generation, type Generation } from '../src/layout.ts'
+import { openForReading, type SqliteDatabase } from '../src/sqlite.ts'
+import { ApiError, temporarilyUnavailable, unavailable } from './errors.ts'
+import { OrganizationFiles } from './store.ts'
+
+/** An API key joined to its organization's state, as control.db holds them. */
+export interface KeyRecord {
+  id: string
+  organizationId: string
+  scopes: string
+  expiresAt: string | null
+  revokedAt: string | null
+  /** null when the organization row has not reached the replica yet. */
+  apiEnabled: number | null
+  billingStatus: string | null
+}
+
+export class ServedGeneration {
+  readonly name: string
+  readonly organizations: OrganizationFiles
+  readonly #control: SqliteDatabase
+  readonly #keyByHash: Statement<[string], KeyRecord>
+  readonly #state: Statement<[], string>
+  #references = 0
+  #retired = false
+  #closed = false
+
+  constructor(gen: Generation, control: SqliteDatabase, openFilesMax: number, log: Logger) {
+    this.name = gen.name
+    this.#control = control
+    // Preparing reads the schema: a file that is not (yet) a control database fails here.
+    this.#keyByHash = control.prepare(
+      `SELECT k.id AS id, k.organization_id AS organizationId, k.scopes AS scopes,
+              k.expires_at AS expiresAt, k.revoked_at AS revokedAt,
+              o.api_enabled AS apiEnabled, o.billing_status AS billingStatus
+         FROM api_keys k LEFT JOIN organizations o ON o.id = k.organization_id
+        WHERE k.key_hash = ?`,
+    )
+    this.#state = control
+      .prepare<[], string>(
+        `SELECT key FROM replica_state WHERE key IN ('caught_up_at', 'maintenance')`,
+      )
+      .pluck()
+    this.organizations = new OrganizationFiles(gen, openFilesMax, log)
+  }
+
+  /** Whether the replica may answer: an ApiError (503) when it may not. */
+  readiness(): ApiError | undefined {
+    const keys = this.#controlRead(() => this.#state.all())
+    if (keys.includes('maintenance')) {
+      return unavailable('the API is down for maintenance; try again later')
+    }
+    if (!keys.includes('caught_up_at')) {
+      return temporarilyUnavailable('the replica is loading its first snapshot; try again shortly')
+    }
+    return undefined
+  }
+
+  keyByHash(hash: string): KeyRecord | undefined {
+    return this.#controlRead(() => this.#keyByHash.get(hash))
+  }
+
+  #controlRead<T>(read: () => T): T {
+    try {
+      return read()
+    } catch (error) {
+      if (error instanceof Database.SqliteError) {
+        throw unavailable('the replica is unavailable; try again later')
+      }
+      throw error
+    }
+  }
+
+  get openFiles(): number {
+    return this.#closed ? 0 : this.organizations.size + 1
+  }
+
+  acquire(): void {
+    this.#references++
+  }
+
+  release(): void {
+    this.#references--
+    this.#closeIfIdle()
+  }
+
+  retire(): void {
+    this.#retired = true
+    this.#closeIfIdle()
+  }
+
+  #closeIfIdle(): void {
+    if (!this.#retired || this.#references > 0 || this.#closed) return
+    this.#closed = true
+    this.organizations.close()
+    this.#control.close()
+  }
+}
+
+export interface ReplicaOptions {
+  dataDir: string
+  openFilesMax: number
+  log: Logger
+  /** How often the CURRENT pointer is re-read, at most. */
+  checkIntervalMs: number
+  /** Monotonic milliseconds. */
+  monotonicNow?: () => number
+}
+
+export class Replica {
+  readonly #options: ReplicaOptions
+  readonly #now: () => number
+  #current: ServedGeneration | undefined
+  /** Why there is no current generation (503), when there is none. */
+  #problem: ApiError = temporarilyUnavailable('the replica is not ready yet; try again shortly')
+  #lastCheck = -Infinity
+  /** Retired generations still serving requests. */
+  readonly #draining = new Set<ServedGeneration>()
+
+  constructor(options: ReplicaOptions) {
+    this.#options = options
+    this.#now = options.monotonicNow ?? (() => performance.now())
+  }
+
+  /**
+   * The generation a request is served from, with a reference the caller must give back with
+   * `release` once the response is done. Throws a 503 ApiError when there is none.
+   */
+  acquire(): ServedGeneration {
+    this.#refresh()
+    const current = this.#current
+    if (current === undefined) throw this.#problem
+    current.acquire()
+    return current
+  }
+
+  release(served: ServedGeneration): void {
+    served.release()
+    if (served.openFiles === 0) this.#draining.delete(served)
+  }
+
+  /** Whether the control file and the data directory are usable (readiness probe). */
+  usable(): boolean {
+    this.#refresh()
+    return this.#current !== undefined
+  }
+
+  get openFiles(): number {
+    let n = this.#current?.openFiles ?? 0
+    for (const served of this.#draining) n += served.openFiles
+    return n
+  }
+
+  get generationName(): string | undefined {
+    return this.#current?.name
+  }
+
+  #refresh(): void {
+    const now = this.#now()
+    if (now - this.#lastCheck < this.#options.checkIntervalMs) return
+    this.#lastCheck = now
+    const { dataDir, log } = this.#options
+    let name: string | undefined
+    try {
+      name = currentGenerationName(dataDir)
+    } catch (error) {
+      log.error({ err: error }, 'cannot read the CURRENT generation pointer')
+      this.#fail(unavailable('the replica is unavailable; try again later'))
+      return
+    }
+    if (name === undefined) {
+      this.#fail(temporarilyUnavailable('the replica has no data yet; try again shortly'))
+      return
+    }
+    if (name === this.#current?.name) return
+    const opened = this.#open(name)
+    if (opened instanceof ApiError) {
+      // Keep serving the previous generation, if any, until the new one is usable.
+      if (this.#current === undefined) this.#problem = opened
+      return
+    }
+    const previous = this.#current
+    this.#current = opened
+    log.info({ generation: name, previous: previous?.name }, 'serving generation')
+    if (previous !== undefined) this.#retire(previous)
+  }
+
+  #open(name: string): ServedGeneration | ApiError {
+    const { log } = this.#options
+    let gen: Generation
+    try {
+      gen = generation(this.#options.dataDir, name)
+    } catch (error) {
+      log.error({ err: error, generation: name }, 'invalid generation name in CURRENT')
+      return unavailable('the replica is unavailable; try again later')
+    }
+    let control: SqliteDatabase | undefined
+    try {
+      control = openForReading(gen.controlPath)
+      return new ServedGeneration(gen, control, this.#options.openFilesMax, log)
+    } catch (error) {
+      control?.close()
+      const code = (error as { code?: string }).code
+      if (code === 'SQLITE_CANTOPEN' || /no such table/.test(String(error))) {
+        log.info({ generation: name }, 'control file not ready yet')
+        return temporarilyUnavailable('the replica is not ready yet; try again shortly')
+      }
+      log.error({ err: error, generation: name }, 'control file unusable')
+      return unavailable('the replica is unavailable; try again later')
+    }
+  }
+
+  #fail(problem: ApiError): void {
+    this.#problem = problem
+    if (this.#current !== undefined) {
+      this.#retire(this.#current)
+      this.#current = undefined
+    }
+  }
+
+  #retire(served: ServedGeneration): void {
+    this.#draining.add(served)
+    served.retire()
+    if (served.openFiles === 0) this.#draining.delete(served)
+  }
+
+  close(): void {
+    if (this.#current !== undefined) this.#retire(this.#current)
+    this.#current = undefined
+  }
+}

@@ -1,0 +1,111 @@
+// The two shapes every resource route takes: a list page and a detail. By the time a handler
+// runs, the request is authenticated, within its rate limits and holds the route's scope
+// (app.ts); what is left is 400 (parameters, cursor), then 404, then the page itself.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { canSeeSensitive, type Principal } from '../auth.ts'
+import { type Collection, detailSql, pageSql, type View } from '../collections.ts'
+import { decodeCursor, encodeCursor, type Position } from '../cursor.ts'
+import { ApiError, invalidRequest, notFound } from '../errors.ts'
+import { detailBody, listBody } from '../page.ts'
+import {
+  cursorBinding,
+  type ListName,
+  type ListQuery,
+  parseListQuery,
+  parseNoParams,
+  rawQueryOf,
+} from '../params.ts'
+import type { ServedGeneration } from '../replica.ts'
+
+export interface Clock {
+  /** Epoch milliseconds. */
+  now(): number
+}
+
+export interface RouteContext {
+  readonly cursorSecret: string
+  readonly clock: Clock
+}
+
+export const JSON_TYPE = 'application/json; charset=utf-8'
+
+/** What the authentication hook attached to a request of a protected route. */
+export function caller(request: FastifyRequest): {
+  principal: Principal
+  served: ServedGeneration
+} {
+  const { principal, served } = request
+  if (principal === null || served === null) throw new Error('route reached without authentication')
+  return { principal, served }
+}
+
+export function viewOf(collection: Collection, principal: Principal): View {
+  return collection.list === 'providers' && canSeeSensitive(principal) ? 'sensitive' : 'base'
+}
+
+/** Parameters and cursor of a list request (400 when invalid). */
+export function listRequest(
+  ctx: RouteContext,
+  list: ListName,
+  view: View,
+  request: FastifyRequest,
+  arity: number,
+): { query: ListQuery; binding: string; after: Position | undefined } {
+  const query = parseListQuery(list, rawQueryOf(request.url))
+  if (query instanceof ApiError) throw query
+  const binding = cursorBinding(list, view, query.filters)
+  let after: Position | undefined
+  if (query.cursor !== undefined) {
+    after = decodeCursor(ctx.cursorSecret, binding, query.cursor, arity)
+    if (after === undefined) {
+      throw invalidRequest(
+        'cursor is malformed, was altered, or was issued for another endpoint or set of filters',
+      )
+    }
+  }
+  return { query, binding, after }
+}
+
+export function sendJson(reply: FastifyReply, body: string): FastifyReply {
+  return reply.type(JSON_TYPE).send(body)
+}
+
+export function registerList(app: FastifyInstance, ctx: RouteContext, collection: Collection) {
+  app.get(collection.path, { config: { scope: collection.scope } }, (request, reply) => {
+    const { principal, served } = caller(request)
+    const view = viewOf(collection, principal)
+    const { query, binding, after } = listRequest(ctx, collection.list, view, request, 2)
+    // One row more than the page tells whether another page follows.
+    const sql = pageSql(collection, view, query.filters, after, query.limit + 1)
+    const rows = served.organizations.read(principal.organizationId, (file) => file.rows(sql))
+    const page = rows.slice(0, query.limit)
+    const last = page[page.length - 1]
+    const next =
+      rows.length > query.limit && last !== undefined
+        ? encodeCursor(ctx.cursorSecret, binding, [last[1] as string, last[0] as string])
+        : null
+    return sendJson(
+      reply,
+      listBody(
+        page.map((row) => row[2] as string),
+        next,
+      ),
+    )
+  })
+}
+
+export function registerDetail(app: FastifyInstance, collection: Collection) {
+  app.get<{ Params: { id: string } }>(
+    `${collection.path}/:id`,
+    { config: { scope: collection.scope } },
+    (request, reply) => {
+      const { principal, served } = caller(request)
+      const invalid = parseNoParams(rawQueryOf(request.url))
+      if (invalid !== undefined) throw invalid
+      const sql = detailSql(collection, viewOf(collection, principal), request.params.id)
+      const body = served.organizations.read(principal.organizationId, (file) => file.value(sql))
+      if (typeof body !== 'string') throw notFound()
+      return sendJson(reply, detailBody(body))
+    },
+  )
+}
