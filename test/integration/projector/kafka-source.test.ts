@@ -1,0 +1,181 @@
+// The projector against a real Kafka broker: consumer group, dead-letter topic, offsets committed
+// after the files, graceful stop and restart without duplicate effects.
+import Database from 'better-sqlite3'
+import type { Producer } from 'kafkajs'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pino from 'pino'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createProjector, type Projector } from '../../../projector/projector.ts'
+import { loadProjectorConfig } from '../../../src/config.ts'
+import { currentGeneration } from '../../../src/layout.ts'
+import { kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
+import {
+  ORG_A,
+  identifierRow,
+  organizationRow,
+  providerRow,
+  record,
+  uuid,
+} from '../../support/debezium.ts'
+
+let kafka: StartedKafka
+let producer: Producer
+const dirs: string[] = []
+
+beforeAll(async () => {
+  kafka = await startKafka()
+  producer = kafkaClient(kafka.brokers).producer()
+  await producer.connect()
+})
+
+afterAll(async () => {
+  await producer?.disconnect()
+  await kafka?.stop()
+  for (const d of dirs) rmSync(d, { recursive: true, force: true })
+})
+
+async function produce(records: ReturnType<typeof record>[]): Promise<void> {
+  for (const r of records) {
+    await producer.send({
+      topic: r.topic,
+      messages: [
+        {
+          key: JSON.stringify(r.key),
+          value: typeof r.value === 'string' ? r.value : JSON.stringify(r.value),
+        },
+      ],
+    })
+  }
+}
+
+function projectorFor(dataDir: string, groupId: string): Projector {
+  const config = loadProjectorConfig({
+    DATA_DIR: dataDir,
+    KAFKA_BROKERS: kafka.brokers.join(','),
+    KAFKA_GROUP_ID: groupId,
+    ADMIN_PORT: '0',
+  })
+  return createProjector({ config, logger: pino({ level: 'silent' }) })
+}
+
+async function eventually<T>(
+  probe: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await probe()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error('condition not reached in time')
+    await new Promise((r) => setTimeout(r, 200))
+  }
+}
+
+function providerDoc(dataDir: string, id: string): { body: string; updatedAt: string } | undefined {
+  const generation = currentGeneration(dataDir)
+  if (generation === undefined) return undefined
+  try {
+    const db = new Database(generation.organizationPath(ORG_A), {
+      readonly: true,
+      fileMustExist: true,
+    })
+    try {
+      return db
+        .prepare('SELECT body, updated_at AS updatedAt FROM doc_providers WHERE id = ?')
+        .get(id) as { body: string; updatedAt: string } | undefined
+    } finally {
+      db.close()
+    }
+  } catch {
+    return undefined
+  }
+}
+
+describe('projector on Kafka', () => {
+  it('projects, dead-letters, becomes ready, and survives a restart without duplicate effects', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'replica-kafka-'))
+    dirs.push(dataDir)
+    const bad = { ...providerRow(uuid(2), ORG_A) } as Record<string, unknown>
+    delete bad.npi
+    await produce([
+      record({ table: 'organizations', op: 'r', after: organizationRow(ORG_A) }),
+      record({
+        table: 'provider_identifiers',
+        op: 'r',
+        after: identifierRow(uuid(3), uuid(1), ORG_A),
+      }),
+      record({ table: 'providers', op: 'r', after: providerRow(uuid(1), ORG_A), lsn: 5 }),
+      record({ table: 'providers', op: 'c', after: bad, lsn: 6 }),
+    ])
+
+    const projector = projectorFor(dataDir, 'it-group')
+    await projector.startKafka()
+    const admin = projector.adminAddress()!
+    await eventually(async () =>
+      (await fetch(`${admin}/readyz`)).status === 200 ? true : undefined,
+    )
+
+    const first = await eventually(() => providerDoc(dataDir, uuid(1)))
+    expect(JSON.parse(first.body)).toMatchObject({
+      name: 'Ada Lovelace',
+      providerIds: [{ id: uuid(3) }],
+    })
+
+    // The bad event went to the dead-letter topic, with its origin.
+    const consumer = kafkaClient(kafka.brokers).consumer({ groupId: 'dlq-reader' })
+    await consumer.connect()
+    await consumer.subscribe({ topics: ['product.dlq'], fromBeginning: true })
+    const letters: Array<Record<string, string>> = []
+    await consumer.run({
+      eachMessage: async ({ message }) => {
+        letters.push(
+          Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)])),
+        )
+      },
+    })
+    await eventually(() => (letters.length > 0 ? true : undefined))
+    await consumer.disconnect()
+    expect(letters[0]).toMatchObject({
+      'dlq.reason': 'schema_mismatch',
+      'dlq.origin.topic': 'product.public.providers',
+      'dlq.origin.offset': '1',
+    })
+
+    const metrics = await (await fetch(`${admin}/metrics`)).text()
+    expect(metrics).toMatch(
+      /replica_projector_events_total\{table="providers",outcome="dead_lettered"\} 1/,
+    )
+    expect(metrics).toMatch(/replica_projector_caught_up 1/)
+
+    // A change moves updatedAt; a graceful stop commits; a restart re-applies nothing.
+    await produce([
+      record({
+        table: 'providers',
+        op: 'u',
+        after: providerRow(uuid(1), ORG_A, { last_name: 'King' }),
+        lsn: 7,
+      }),
+    ])
+    const renamed = await eventually(() => {
+      const doc = providerDoc(dataDir, uuid(1))
+      return doc !== undefined && doc.body.includes('Ada King') ? doc : undefined
+    })
+    expect(renamed.updatedAt > first.updatedAt).toBe(true)
+    await projector.stop()
+
+    const again = projectorFor(dataDir, 'it-group')
+    await again.startKafka()
+    await eventually(async () =>
+      (await fetch(`${again.adminAddress()!}/readyz`)).status === 200 ? true : undefined,
+    )
+    await new Promise((r) => setTimeout(r, 2_000))
+    const afterRestart = await (await fetch(`${again.adminAddress()!}/metrics`)).text()
+    expect(afterRestart).not.toMatch(
+      /replica_projector_events_total\{table="providers",outcome="applied"\}/,
+    )
+    await again.stop()
+    expect(providerDoc(dataDir, uuid(1))).toEqual(renamed)
+  })
+})
