@@ -249,12 +249,18 @@ function applyParam(query: ListQuery, name: ParamName, value: string): ApiError 
 }
 
 /**
- * What a cursor is bound to: the list, the view of it (providers: with or without the sensitive
- * fields, ordered by different stamps) and every filter. Canonical: equal inputs, equal strings.
+ * What a cursor is bound to: the organization, the list, the view of it (providers: with or
+ * without the sensitive fields, ordered by different stamps) and every filter. Canonical: equal
+ * inputs, equal strings.
  */
-export function cursorBinding(list: ListName, view: string, filters: Filters): string {
+export function cursorBinding(
+  organizationId: string,
+  list: ListName,
+  view: string,
+  filters: Filters,
+): string {
   const entries = Object.entries(filters)
     .filter(([, v]) => v !== undefined)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-  return JSON.stringify([list, view, entries])
+  return JSON.stringify([organizationId, list, view, entries])
 }

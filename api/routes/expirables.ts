@@ -10,7 +10,7 @@ import { caller, listRequest, sendJson, type RouteContext } from './shared.ts'
 export function expirableRoutes(app: FastifyInstance, ctx: RouteContext): void {
   app.get(expirables.path, { config: { scope: expirables.scope } }, (request, reply) => {
     const { principal, served } = caller(request)
-    const { query, binding, after } = listRequest(ctx, 'expirables', 'base', request, 3)
+    const { query, binding, after } = listRequest(ctx, principal, 'expirables', 'base', request, 3)
     const today = utcDate(ctx.clock.now())
     const lastDay = addDays(today, query.filters.withinDays ?? WITHIN_DAYS.default)
     const sql = expirablesSql(today, lastDay, after, query.limit + 1)

@@ -46,6 +46,7 @@ export function viewOf(collection: Collection, principal: Principal): View {
 /** Parameters and cursor of a list request (400 when invalid). */
 export function listRequest(
   ctx: RouteContext,
+  principal: Principal,
   list: ListName,
   view: View,
   request: FastifyRequest,
@@ -53,7 +54,7 @@ export function listRequest(
 ): { query: ListQuery; binding: string; after: Position | undefined } {
   const query = parseListQuery(list, rawQueryOf(request.url))
   if (query instanceof ApiError) throw query
-  const binding = cursorBinding(list, view, query.filters)
+  const binding = cursorBinding(principal.organizationId, list, view, query.filters)
   let after: Position | undefined
   if (query.cursor !== undefined) {
     after = decodeCursor(ctx.cursorSecret, binding, query.cursor, arity)
@@ -74,7 +75,7 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
   app.get(collection.path, { config: { scope: collection.scope } }, (request, reply) => {
     const { principal, served } = caller(request)
     const view = viewOf(collection, principal)
-    const { query, binding, after } = listRequest(ctx, collection.list, view, request, 2)
+    const { query, binding, after } = listRequest(ctx, principal, collection.list, view, request, 2)
     // One row more than the page tells whether another page follows.
     const sql = pageSql(collection, view, query.filters, after, query.limit + 1)
     const rows = served.organizations.read(principal.organizationId, (file) => file.rows(sql))

@@ -2,7 +2,7 @@
 import { type Api, buildApi } from '../../../api/app.ts'
 import type { Clock } from '../../../api/routes/shared.ts'
 import { loadApiConfig } from '../../../src/config.ts'
-import { createLogger } from '../../../src/log.ts'
+import { createLogger, type Logger } from '../../../src/log.ts'
 
 export interface RunningApi {
   readonly api: Api
@@ -14,7 +14,12 @@ export interface RunningApi {
 
 export async function startApi(
   dataDir: string,
-  options: { env?: Record<string, string>; clock?: Clock; generationCheckMs?: number } = {},
+  options: {
+    env?: Record<string, string>
+    clock?: Clock
+    generationCheckMs?: number
+    logger?: Logger
+  } = {},
 ): Promise<RunningApi> {
   const config = loadApiConfig({
     DATA_DIR: dataDir,
@@ -26,7 +31,7 @@ export async function startApi(
   })
   const api = await buildApi({
     config,
-    logger: createLogger('api-test', config.logLevel),
+    logger: options.logger ?? createLogger('api-test', config.logLevel),
     clock: options.clock,
     generationCheckMs: options.generationCheckMs ?? 0,
   })
