@@ -37,6 +37,8 @@ export interface FileRunSummary {
   skipped: number
   seconds: number
   deadLetterFile: string | undefined
+  /** The process's peak resident memory so far. */
+  peakRssMb: number
 }
 
 export interface Projector {
@@ -135,6 +137,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
         skipped: 0,
         seconds: 0,
         deadLetterFile: undefined,
+        peakRssMb: 0,
       }
       const started = process.hrtime.bigint()
       for await (const records of readRecordBatches(path, options.batchSize ?? 5_000)) {
@@ -161,6 +164,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
       }
       caughtUp()
       summary.seconds = Number(process.hrtime.bigint() - started) / 1e9
+      summary.peakRssMb = Math.round(process.resourceUsage().maxRSS / 1024)
       if (summary.deadLettered > 0) summary.deadLetterFile = deadLetterFile
       return summary
     },
