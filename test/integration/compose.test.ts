@@ -60,7 +60,7 @@ describe('docker-compose.yml', () => {
     // uses draft-04 style `id` keywords: name the draft by the class, drop the ids.
     delete schema.$schema
     // Compose's own string formats (durations, port specs) are accepted as strings here.
-    const formats = { duration: true, expose: true, ports: true, subnet_ip_address: true }
+    const formats = { duration: true, expose: true, ports: true, subnet_ip_address: true } as const
     const ajv = new Ajv2019({ strict: false, allErrors: true, formats })
     const validate = ajv.compile(schema)
     const valid = validate(compose)
