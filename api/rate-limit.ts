@@ -22,11 +22,14 @@ export interface LimitState {
 /** The response headers of a set of limit states (pure). */
 export function rateLimitHeaders(states: readonly LimitState[]): Record<string, string> {
   if (states.length === 0) return {}
-  const tightest = states.reduce((a, b) =>
-    b.remaining < a.remaining || (b.remaining === a.remaining && b.resetSeconds > a.resetSeconds)
-      ? b
-      : a,
-  )
+  // The tighter policy: the one exceeded, else the one with fewer requests left, else the one
+  // that resets later.
+  const rank = (s: LimitState) => [s.exceeded ? 0 : 1, s.remaining, -s.resetSeconds]
+  const tightest = states.reduce((a, b) => {
+    const [x, y] = [rank(a), rank(b)]
+    const i = x.findIndex((v, k) => v !== y[k])
+    return i !== -1 && (y[i] as number) < (x[i] as number) ? b : a
+  })
   const headers: Record<string, string> = {
     'ratelimit-policy': states
       .map((s) => `"${s.policy}";q=${s.limit};w=${s.windowSeconds}`)

@@ -30,3 +30,14 @@ describe('rateLimitHeaders', () => {
     expect(rateLimitHeaders([])).toEqual({})
   })
 })
+
+describe('the tighter policy', () => {
+  it('is the exceeded one, even when another has as few requests left', () => {
+    const headers = rateLimitHeaders([
+      { ...key, remaining: 0 },
+      { ...organization, remaining: 0, exceeded: true, resetSeconds: 5 },
+    ])
+    expect(headers['ratelimit-limit']).toBe('600')
+    expect(headers['retry-after']).toBe('5')
+  })
+})
