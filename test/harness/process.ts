@@ -2,7 +2,15 @@
 // removed by its owner's stop(), and also when this Node process exits (a crashed or interrupted
 // test run must not leave brokers or databases behind holding ports).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
+import {
+  appendFileSync,
+  closeSync,
+  existsSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+} from 'node:fs'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { delimiter, join } from 'node:path'
@@ -197,9 +205,10 @@ export function startProcess(
       resolve()
     })
     child.once('error', (error) => {
+      // Could not spawn at all: say so in the log, where error messages look.
+      appendFileSync(options.logFile, `\nspawn ${command} failed: ${error.message}\n`)
       code = -1
       resolve()
-      void error
     })
   })
   if (child.pid !== undefined) liveGroups.add(child.pid)
