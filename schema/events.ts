@@ -28,69 +28,207 @@ const MS_PER_DAY = 86_400_000
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const ISO_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}(:?\d{2})?)$/
 
+/** Days since the epoch to 'YYYY-MM-DD', as `Date` writes it. */
 export function epochDaysToDate(days: number): string {
-  return new Date(days * MS_PER_DAY).toISOString().slice(0, 10)
+  if (!Number.isInteger(days) || days < -719_162 || days > 2_932_896) {
+    return new Date(days * MS_PER_DAY).toISOString().slice(0, 10)
+  }
+  // Years 1 to 9999: the proleptic Gregorian calendar by integer arithmetic (H. Hinnant's
+  // civil_from_days), without a Date and its string.
+  const shifted = days + 719_468
+  const era = Math.floor(shifted / 146_097)
+  const dayOfEra = shifted - era * 146_097
+  const yearOfEra = Math.floor(
+    (dayOfEra -
+      Math.floor(dayOfEra / 1460) +
+      Math.floor(dayOfEra / 36_524) -
+      Math.floor(dayOfEra / 146_096)) /
+      365,
+  )
+  const dayOfYear =
+    dayOfEra - (365 * yearOfEra + Math.floor(yearOfEra / 4) - Math.floor(yearOfEra / 100))
+  const monthFromMarch = Math.floor((5 * dayOfYear + 2) / 153)
+  const day = dayOfYear - Math.floor((153 * monthFromMarch + 2) / 5) + 1
+  const month = monthFromMarch < 10 ? monthFromMarch + 3 : monthFromMarch - 9
+  const year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+  return `${year < 1000 ? String(year).padStart(4, '0') : year}-${month < 10 ? '0' : ''}${month}-${day < 10 ? '0' : ''}${day}`
 }
 
 /** Debezium's ZonedTimestamp (microseconds, any offset) to ISO 8601 UTC with milliseconds. */
 export function normalizeTimestamp(value: string): string | undefined {
+  const utc = utcTimestamp(value)
+  if (utc !== undefined) return utc
   if (!ISO_TIMESTAMP.test(value)) return undefined
   const ms = Date.parse(value)
   return Number.isNaN(ms) ? undefined : new Date(ms).toISOString()
 }
 
+/**
+ * What Debezium writes (`YYYY-MM-DDTHH:MM:SS[.fraction]Z`, UTC), when every field is in range
+ * (days up to 28): the answer of Date.parse and toISOString (milliseconds truncated), computed on
+ * the text. Anything else: undefined, for the general path.
+ */
+function utcTimestamp(v: string): string | undefined {
+  const n = v.length
+  if (n < 20 || n > 30 || v.charCodeAt(n - 1) !== 0x5a /* Z */) return undefined
+  if (
+    v.charCodeAt(4) !== 0x2d ||
+    v.charCodeAt(7) !== 0x2d ||
+    v.charCodeAt(10) !== 0x54 ||
+    v.charCodeAt(13) !== 0x3a ||
+    v.charCodeAt(16) !== 0x3a
+  ) {
+    return undefined
+  }
+  if (!(isDigit(v, 0) && isDigit(v, 1) && isDigit(v, 2) && isDigit(v, 3))) return undefined
+  const month = twoDigits(v, 5)
+  const day = twoDigits(v, 8)
+  const hour = twoDigits(v, 11)
+  const minute = twoDigits(v, 14)
+  const second = twoDigits(v, 17)
+  if (month < 1 || month > 12 || day < 1 || day > 28 || hour > 23 || minute > 59 || second > 59) {
+    return undefined
+  }
+  if (n === 20) return `${v.slice(0, 19)}.000Z`
+  if (v.charCodeAt(19) !== 0x2e || n < 22) return undefined
+  for (let i = 20; i < n - 1; i++) if (!isDigit(v, i)) return undefined
+  const fraction = n >= 24 ? v.slice(20, 23) : v.slice(20, n - 1).padEnd(3, '0')
+  return `${v.slice(0, 19)}.${fraction}Z`
+}
+
+function isDigit(s: string, i: number): boolean {
+  const c = s.charCodeAt(i)
+  return c >= 0x30 && c <= 0x39
+}
+
+/** The two-digit number at `i`, or -1. */
+function twoDigits(s: string, i: number): number {
+  return isDigit(s, i) && isDigit(s, i + 1)
+    ? (s.charCodeAt(i) - 0x30) * 10 + s.charCodeAt(i + 1) - 0x30
+    : -1
+}
+
 // ---- Column codecs -----------------------------------------------------------------------------
+//
+// Each codec is a zod schema with a transform (the contract, and the wording of every error), and
+// is registered with its two halves for fast decoding (see decodeRow): the same schema without the
+// transform, and the conversion alone.
 
-const uuid = z.string().regex(UUID, 'expected a uuid').transform((s) => s.toLowerCase())
+/** A conversion's answer for a value the codec's schema would reject. */
+const INVALID = Symbol('invalid')
+type Convert = (value: unknown) => unknown
 
-const text = z.string().transform((s): string | Unavailable => (s === UNAVAILABLE_VALUE ? unavailable : s))
+const fastCodecs = new Map<z.ZodType, { plain: z.ZodType; convert: Convert }>()
 
-const timestamp = z.string().transform((s, ctx): string | Unavailable => {
+function codec<T extends z.ZodType>(schema: T, plain: z.ZodType, convert: Convert): T {
+  fastCodecs.set(schema, { plain, convert })
+  return schema
+}
+
+const identity: Convert = (value) => value
+const lowerCase = (s: string) => s.toLowerCase()
+const orUnavailable = (s: string): string | Unavailable =>
+  s === UNAVAILABLE_VALUE ? unavailable : s
+
+function timestampOrUnavailable(s: string): string | Unavailable | undefined {
+  return s === UNAVAILABLE_VALUE ? unavailable : normalizeTimestamp(s)
+}
+
+/** Re-serialized so equal values are stored (and hashed) identically; undefined if not JSON. */
+function jsonbOrUnavailable(s: string): string | Unavailable | undefined {
   if (s === UNAVAILABLE_VALUE) return unavailable
-  const normalized = normalizeTimestamp(s)
-  if (normalized === undefined) {
-    ctx.addIssue({ code: 'custom', message: 'expected an ISO 8601 timestamp' })
-    return z.NEVER
+  const known = normalizedJson.get(s)
+  if (known !== undefined) return known
+  let normalized: string
+  try {
+    normalized = JSON.stringify(JSON.parse(s) as unknown)
+  } catch {
+    return undefined
+  }
+  // Values repeat a lot (the same few metadata shapes): a bounded memo of recent ones.
+  if (s.length <= 1024) {
+    if (normalizedJson.size >= 4096) normalizedJson.clear()
+    normalizedJson.set(s, normalized)
   }
   return normalized
-})
+}
+const normalizedJson = new Map<string, string>()
+
+function textArrayOrUnavailable(a: readonly (string | null)[]): string | Unavailable {
+  return a.length === 1 && a[0] === UNAVAILABLE_VALUE ? unavailable : JSON.stringify(a)
+}
+
+const uuidText = z.string().regex(UUID, 'expected a uuid')
+const uuid = codec(uuidText.transform(lowerCase), uuidText, (s) => lowerCase(s as string))
+
+const text = codec(z.string().transform(orUnavailable), z.string(), (s) =>
+  orUnavailable(s as string),
+)
+
+const timestamp = codec(
+  z.string().transform((s, ctx): string | Unavailable => {
+    const value = timestampOrUnavailable(s)
+    if (value === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'expected an ISO 8601 timestamp' })
+      return z.NEVER
+    }
+    return value
+  }),
+  z.string(),
+  (s) => timestampOrUnavailable(s as string) ?? INVALID,
+)
 
 // Debezium's default time.precision.mode=adaptive writes days since the epoch; a string form
 // (some converters) is accepted when it is already 'YYYY-MM-DD'.
-const date = z.union([
-  z
-    .number()
-    .int()
-    .min(-719_162)
-    .max(2_932_896)
-    .transform((days) => epochDaysToDate(days)),
-  z.string().regex(/^\d{4}-\d{2}-\d{2}$/, 'expected days since the epoch or YYYY-MM-DD'),
-])
+const epochDays = z.number().int().min(-719_162).max(2_932_896)
+const dateText = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}$/, 'expected days since the epoch or YYYY-MM-DD')
+const date = codec(
+  z.union([epochDays.transform((days) => epochDaysToDate(days)), dateText]),
+  z.union([epochDays, dateText]),
+  (v) => (typeof v === 'number' ? epochDaysToDate(v) : v),
+)
 
-const jsonb = z.string().transform((s, ctx): string | Unavailable => {
-  if (s === UNAVAILABLE_VALUE) return unavailable
-  try {
-    // Re-serialized so equal values are stored (and hashed) identically.
-    return JSON.stringify(JSON.parse(s) as unknown)
-  } catch {
-    ctx.addIssue({ code: 'custom', message: 'expected a JSON document' })
-    return z.NEVER
-  }
-})
+const jsonb = codec(
+  z.string().transform((s, ctx): string | Unavailable => {
+    const value = jsonbOrUnavailable(s)
+    if (value === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'expected a JSON document' })
+      return z.NEVER
+    }
+    return value
+  }),
+  z.string(),
+  (s) => jsonbOrUnavailable(s as string) ?? INVALID,
+)
 
-const textArray = z
-  .array(z.string().nullable())
-  .transform((a): string | Unavailable =>
-    a.length === 1 && a[0] === UNAVAILABLE_VALUE ? unavailable : JSON.stringify(a),
-  )
+const stringArray = z.array(z.string().nullable())
+const textArray = codec(stringArray.transform(textArrayOrUnavailable), stringArray, (a) =>
+  textArrayOrUnavailable(a as (string | null)[]),
+)
 
-const integer = z.number().int()
-const bigint = z.number().int()
-const boolean = z.boolean()
+const keyHashText = z.string().regex(/^[0-9a-fA-F]{64}$/, 'expected a hex SHA-256')
+const keyHash = codec(keyHashText.transform(lowerCase), keyHashText, (s) => lowerCase(s as string))
+
+const integer = codec(z.number().int(), z.number().int(), identity)
+const bigint = codec(z.number().int(), z.number().int(), identity)
+const boolean = codec(z.boolean(), z.boolean(), identity)
 
 /** A nullable source column: null when absent (the column may have been dropped). */
-function nullable<T extends z.ZodType>(codec: T) {
-  return codec.nullable().optional().transform((v) => (v === undefined ? null : v))
+function nullable<T extends z.ZodType>(inner: T) {
+  const schema = inner
+    .nullable()
+    .optional()
+    .transform((v) => (v === undefined ? null : v))
+  const fast = fastCodecs.get(inner)
+  if (fast !== undefined) {
+    const convert = fast.convert
+    codec(schema, fast.plain.nullable().optional(), (v) =>
+      v === undefined || v === null ? null : convert(v),
+    )
+  }
+  return schema
 }
 
 // ---- Tables ------------------------------------------------------------------------------------
@@ -109,7 +247,7 @@ export const rowSchemas = {
   api_keys: z.object({
     ...tenant,
     name: text,
-    key_hash: z.string().regex(/^[0-9a-fA-F]{64}$/, 'expected a hex SHA-256').transform((s) => s.toLowerCase()),
+    key_hash: keyHash,
     scopes: textArray,
     created_at: timestamp,
     expires_at: nullable(timestamp),

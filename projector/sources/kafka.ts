@@ -64,8 +64,9 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     admin = kafka.admin()
     await admin.connect()
     // Topics are created here if Debezium has not yet: a consumer only subscribes to topics that
-    // exist, and a table with no rows yet has none. Compacted, so a replay yields every row's
-    // latest state.
+    // exist, and a table with no rows yet has none. Kept forever, as deploy/debezium/connector.json
+    // creates them, so a replay yields every row's latest state (not compacted: Debezium's
+    // truncate events have no key, which a compacted topic refuses).
     const existing = new Set(await admin.listTopics())
     const missing = topics.filter((t) => !existing.has(t))
     if (missing.length > 0) {
@@ -73,10 +74,13 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
         waitForLeaders: true,
         topics: missing.map((topic) => ({
           topic,
-          configEntries: [{ name: 'cleanup.policy', value: 'compact' }],
+          configEntries: [
+            { name: 'cleanup.policy', value: 'delete' },
+            { name: 'retention.ms', value: '-1' },
+          ],
         })),
       })
-      logger.info({ topics: missing }, 'created missing change topics (compacted)')
+      logger.info({ topics: missing }, 'created missing change topics (retained forever)')
     }
     if (!existing.has(options.deadLetterTopic)) {
       await admin.createTopics({
