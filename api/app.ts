@@ -13,6 +13,7 @@ import Fastify, {
   type FastifyReply,
 } from 'fastify'
 import { Redis } from 'ioredis'
+import type { Socket } from 'node:net'
 import type { Scope } from '../schema/resources.ts'
 import type { ApiConfig } from '../src/config.ts'
 import type { Logger } from '../src/log.ts'
@@ -123,6 +124,8 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
 
   app.setErrorHandler((error: FastifyError | ApiError, request, reply) => {
     if (error instanceof ApiError) return sendError(reply, error)
+    // A method with a body (QUERY) fails body checks before routing: it is still only a 405.
+    if (request.method !== 'GET') return sendError(reply, methodNotAllowed())
     if (typeof error.statusCode === 'number' && error.statusCode < 500) {
       request.log.info({ code: error.code }, 'request refused by the framework')
       return sendError(reply, invalidRequest('the request could not be read'))
@@ -201,6 +204,15 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     },
     { prefix: API_PREFIX },
   )
+
+  // CONNECT never reaches the router: Node hands the socket over. Answer it like any other method.
+  app.server.on('connect', (_request: unknown, socket: Socket) => {
+    const body = errorBody('method_not_allowed', 'only GET is supported')
+    socket.end(
+      'HTTP/1.1 405 Method Not Allowed\r\nAllow: GET\r\nConnection: close\r\n' +
+        `Content-Type: ${JSON_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    )
+  })
 
   const admin = buildAdmin({ logger, metrics, replica })
 

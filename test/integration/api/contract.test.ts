@@ -271,7 +271,16 @@ describe('api contract', () => {
         '/',
       ]
       for (const path of paths) {
-        for (const method of ['POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS']) {
+        for (const method of [
+          'POST',
+          'PUT',
+          'PATCH',
+          'DELETE',
+          'HEAD',
+          'OPTIONS',
+          'QUERY',
+          'PROPFIND',
+        ]) {
           const response = await fetch(`${api.url}${path}`, {
             method,
             headers: { authorization: `Bearer ${keys.all!.raw}` },
@@ -281,6 +290,22 @@ describe('api contract', () => {
           if (method !== 'HEAD') await expectError(response, 405, 'method_not_allowed')
         }
       }
+    })
+
+    it('405 for CONNECT too, which never reaches the router', async () => {
+      const { request } = await import('node:http')
+      const { hostname, port } = new URL(api.url)
+      const status = await new Promise<number | undefined>((resolve, reject) => {
+        const req = request({ method: 'CONNECT', host: hostname, port, path: 'example.com:443' })
+        req.on('connect', (response, socket) => {
+          socket.destroy()
+          resolve(response.statusCode)
+        })
+        req.on('response', (response) => resolve(response.statusCode))
+        req.on('error', reject)
+        req.end()
+      })
+      expect(status).toBe(405)
     })
 
     it('500 internal_error carries no stack trace, SQL or internals', async () => {
