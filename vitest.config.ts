@@ -4,6 +4,8 @@ import { defineConfig } from 'vitest/config'
 // components (Kafka, PostgreSQL, Debezium, Redis, the two processes over HTTP) and is slower.
 export default defineConfig({
   test: {
+    // The JSON report lets .ci/run end with a plain 'N passed, N failed' line.
+    reporters: ['default', ['json', { outputFile: '.cache/vitest-report.json' }]],
     projects: [
       {
         test: {
