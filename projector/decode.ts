@@ -7,13 +7,15 @@
 // unchanged TOASTed columns (see schema/events.ts); heartbeat and transaction topics.
 import { z } from 'zod'
 import {
+  decodeRow,
   envelope,
+  isPlainEnvelope,
   isSourceTable,
   neverStoredTables,
-  rowSchemas,
   type SourceRow,
   type SourceTable,
 } from '../schema/events.ts'
+import { WrapperPrefixes } from './wrapped-json.ts'
 
 /** One Kafka record, from Kafka itself or from a line of an NDJSON file. */
 export interface SourceRecord {
@@ -70,19 +72,24 @@ export function decodeRecord(record: SourceRecord, topicPrefix: string): Decoded
   if (record.value === null || record.value === undefined)
     return { kind: 'skipped', reason: 'tombstone' }
 
-  const parsed = parseJson(record.value)
+  const parsed = parseValue(record.topic, record.value)
   if (!parsed.ok) return bad('unparseable', parsed.message, undefined)
   const payload = unwrap(parsed.value)
   if (payload === null) return { kind: 'skipped', reason: 'tombstone' }
 
-  const env = envelope.safeParse(payload)
-  if (!env.success) {
-    const table = tableHint(payload)
-    if (table !== undefined && neverStoredTables.has(table))
-      return { kind: 'skipped', reason: 'never_stored' }
-    return bad('schema_mismatch', `envelope: ${describe(env.error)}`, table)
+  let envelopeData
+  if (isPlainEnvelope(payload)) envelopeData = payload
+  else {
+    const env = envelope.safeParse(payload)
+    if (!env.success) {
+      const table = tableHint(payload)
+      if (table !== undefined && neverStoredTables.has(table))
+        return { kind: 'skipped', reason: 'never_stored' }
+      return bad('schema_mismatch', `envelope: ${describe(env.error)}`, table)
+    }
+    envelopeData = env.data
   }
-  const { op, before, after, source } = env.data
+  const { op, before, after, source } = envelopeData
   const table = source.table
   // Checked before anything else is read: nothing of these tables may travel on, not even into a
   // dead letter.
@@ -109,7 +116,7 @@ export function decodeRecord(record: SourceRecord, topicPrefix: string): Decoded
       if (after === null || after === undefined) {
         return bad('schema_mismatch', `op "${op}" without "after"`, table)
       }
-      const row = rowSchemas[table].safeParse(after)
+      const row = decodeRow(table, after)
       if (!row.success) {
         const reason = row.error.issues.some((i) => i.path[0] === 'organization_id')
           ? 'missing_organization'
@@ -143,6 +150,19 @@ function parseJson(value: unknown): Parsed {
     }
   }
   return { ok: true, value }
+}
+
+/** The prefixes of the schema blocks of wrapped values, by topic (see wrapped-json.ts). */
+const wrappers = new WrapperPrefixes()
+
+/** parseJson for a record's value: bytes and text with a known schema block skip parsing it. */
+function parseValue(topic: string, value: unknown): Parsed {
+  if (typeof value !== 'string' && !Buffer.isBuffer(value)) return { ok: true, value }
+  const wrapped = wrappers.parse(topic, value)
+  if (wrapped !== undefined) return { ok: true, value: wrapped }
+  const parsed = parseJson(value)
+  if (parsed.ok) wrappers.learn(topic, value, 0, parsed.value)
+  return parsed
 }
 
 function parseJsonOrNull(value: unknown): unknown {

@@ -2,9 +2,14 @@
 //   {"topic": "...", "partition": 0, "offset": "12", "key": <json or null>, "value": <json or null>}
 // where `value` is exactly what Debezium wrote (partition and offset are optional: 0 and the line
 // number). The embedded default for a first run without Kafka, and how dead letters are replayed.
-import { createReadStream } from 'node:fs'
-import { createInterface } from 'node:readline'
+//
+// Lines are read as bytes. A line in the usual shape (the keys above, `value` last, values wrapped
+// by the JsonConverter) is parsed without parsing its schema blocks: see ../wrapped-json.ts. Any
+// other line is parsed in full by `parseRecordLine`, which also words every error; both give the
+// same record for the same line.
+import { open } from 'node:fs/promises'
 import type { SourceRecord } from '../decode.ts'
+import { isWhitespace, WrapperPrefixes } from '../wrapped-json.ts'
 
 export class FileSourceError extends Error {
   override name = 'FileSourceError'
@@ -47,22 +52,355 @@ export function parseRecordLine(line: string, lineNumber: number): SourceRecord 
   }
 }
 
+const CHUNK_BYTES = 4 << 20
+const LF = 0x0a
+const CR = 0x0d
+
 /** Reads the file in batches of records; a bad line stops the run with its line number. */
 export async function* readRecordBatches(
   path: string,
   batchSize: number,
 ): AsyncGenerator<SourceRecord[]> {
-  const lines = createInterface({ input: createReadStream(path), crlfDelay: Infinity })
+  const reader = new LineReader()
   let batch: SourceRecord[] = []
   let lineNumber = 0
-  for await (const line of lines) {
+  // The next \r in `crIn` at or after the last position asked for (carriage returns are rare:
+  // one search per buffer, not one per line).
+  let crIn: Buffer | undefined
+  let crAt = -1
+  const nextCr = (buf: Buffer, from: number): number => {
+    if (buf !== crIn || (crAt !== -1 && crAt < from)) {
+      crIn = buf
+      crAt = buf.indexOf(CR, from)
+    }
+    return crAt
+  }
+  // Line breaks as node's readline sees them: \n, \r\n, and a lone \r. A segment is what a \n
+  // (or the end of the file: `last`) ends.
+  const onSegment = (buf: Buffer, start: number, end: number, last: boolean) => {
+    for (let cr = nextCr(buf, start); cr !== -1 && cr < end; cr = nextCr(buf, start)) {
+      lineNumber++
+      const record = reader.record(buf, start, cr, lineNumber)
+      if (record !== undefined) batch.push(record)
+      start = cr + 1
+      if (start === end) return // \r\n, or a \r that ends the file: one break
+    }
+    if (start === end && last) return
     lineNumber++
-    if (line.trim() === '') continue
-    batch.push(parseRecordLine(line, lineNumber))
-    if (batch.length >= batchSize) {
-      yield batch
-      batch = []
+    const record = reader.record(buf, start, end, lineNumber)
+    if (record !== undefined) batch.push(record)
+  }
+
+  // Batches of exactly batchSize records, as if each line were checked on its own.
+  function* fullBatches(): Generator<SourceRecord[]> {
+    while (batch.length >= batchSize) {
+      const full = batch.length === batchSize ? batch : batch.slice(0, batchSize)
+      batch = full === batch ? [] : batch.slice(batchSize)
+      yield full
     }
   }
-  if (batch.length > 0) yield batch
+
+  const file = await open(path, 'r')
+  // Two buffers: the next chunk is read into one while the lines of the other are parsed. Records
+  // keep nothing of them (a line that spans two chunks is copied out).
+  const buffers = [Buffer.allocUnsafe(CHUNK_BYTES), Buffer.allocUnsafe(CHUNK_BYTES)] as const
+  let turn = 0
+  let position = 0
+  const read = async (buffer: Buffer, at: number) => {
+    const { bytesRead } = await file.read(buffer, 0, buffer.length, at)
+    return buffer.subarray(0, bytesRead)
+  }
+  let next = read(buffers[0], 0)
+  try {
+    let carry: Buffer | undefined
+    for (;;) {
+      const chunk = await next
+      if (chunk.length === 0) break
+      position += chunk.length
+      turn ^= 1
+      next = read(turn === 0 ? buffers[0] : buffers[1], position)
+      let start = 0
+      if (carry !== undefined) {
+        const lf = chunk.indexOf(LF)
+        if (lf === -1) {
+          carry = Buffer.concat([carry, chunk])
+          continue
+        }
+        const line = Buffer.concat([carry, chunk.subarray(0, lf)])
+        carry = undefined
+        onSegment(line, 0, line.length, false)
+        if (batch.length >= batchSize) yield* fullBatches()
+        start = lf + 1
+      }
+      for (let lf = chunk.indexOf(LF, start); lf !== -1; lf = chunk.indexOf(LF, start)) {
+        onSegment(chunk, start, lf, false)
+        start = lf + 1
+        if (batch.length >= batchSize) yield* fullBatches()
+      }
+      if (start < chunk.length) carry = Buffer.from(chunk.subarray(start))
+    }
+    if (carry !== undefined) onSegment(carry, 0, carry.length, true)
+    yield* fullBatches()
+    if (batch.length > 0) yield batch
+  } finally {
+    await next.catch(() => undefined)
+    await file.close()
+  }
+}
+
+const QUOTE = 0x22
+const BACKSLASH = 0x5c
+const COLON = 0x3a
+const COMMA = 0x2c
+const OPEN_BRACE = 0x7b
+const CLOSE_BRACE = 0x7d
+const OPEN_BRACKET = 0x5b
+const CLOSE_BRACKET = 0x5d
+const NULL_BYTES = Buffer.from('null')
+
+type Field = 'topic' | 'partition' | 'offset' | 'key' | 'value'
+const FIELDS: ReadonlyMap<string, Field> = new Map(
+  (['topic', 'partition', 'offset', 'key', 'value'] as const).map((f) => [f, f]),
+)
+
+/** Turns lines into records, remembering the topics' schema prefixes across lines. */
+class LineReader {
+  readonly #keys = new WrapperPrefixes()
+  readonly #values = new WrapperPrefixes()
+
+  /** The record of `buf[start, end)`, undefined for a blank line; throws for a bad one. */
+  record(buf: Buffer, start: number, end: number, lineNumber: number): SourceRecord | undefined {
+    const fast = this.#fast(buf, start, end, lineNumber)
+    if (fast !== undefined) return fast
+    const line = buf.toString('utf8', start, end)
+    if (line.trim() === '') return undefined
+    return parseRecordLine(line, lineNumber)
+  }
+
+  /**
+   * The record of a line in the usual shape, reading only the top level and the payloads;
+   * undefined for any line it is not sure of (parseRecordLine then decides).
+   */
+  #fast(buf: Buffer, start: number, end: number, lineNumber: number): SourceRecord | undefined {
+    let i = skipWhitespace(buf, start, end)
+    if (buf[i] !== OPEN_BRACE) return undefined
+    let topic: string | undefined
+    let partition: number | undefined
+    let offset: string | undefined
+    let key: unknown
+    let value: unknown
+    let seen = 0
+    for (;;) {
+      i = skipWhitespace(buf, i + 1, end)
+      if (buf[i] !== QUOTE) return undefined
+      const nameEnd = plainStringEnd(buf, i + 1, end)
+      if (nameEnd < 0) return undefined
+      const field = FIELDS.get(buf.toString('latin1', i + 1, nameEnd))
+      if (field === undefined) return undefined
+      const bit = 1 << fieldBit(field)
+      if ((seen & bit) !== 0) return undefined // a repeated key: JSON.parse keeps the last one
+      seen |= bit
+      i = skipWhitespace(buf, nameEnd + 1, end)
+      if (buf[i] !== COLON) return undefined
+      i = skipWhitespace(buf, i + 1, end)
+      let valueEnd: number
+      switch (field) {
+        case 'topic': {
+          if (buf[i] !== QUOTE) return undefined
+          valueEnd = plainStringEnd(buf, i + 1, end)
+          if (valueEnd < 0 || valueEnd === i + 1) return undefined
+          topic = buf.toString('utf8', i + 1, valueEnd)
+          valueEnd++
+          break
+        }
+        case 'partition': {
+          valueEnd = digitsEnd(buf, i, end)
+          if (valueEnd < 0) return undefined
+          partition = Number(buf.toString('latin1', i, valueEnd))
+          break
+        }
+        case 'offset': {
+          if (buf[i] === QUOTE) {
+            valueEnd = digitsEnd(buf, i + 1, end, true)
+            if (valueEnd < 0 || buf[valueEnd] !== QUOTE) return undefined
+            offset = buf.toString('latin1', i + 1, valueEnd)
+            valueEnd++
+          } else {
+            valueEnd = digitsEnd(buf, i, end)
+            if (valueEnd < 0) return undefined
+            offset = buf.toString('latin1', i, valueEnd)
+          }
+          break
+        }
+        case 'key': {
+          if (isNull(buf, i, end)) {
+            key = null
+            valueEnd = i + 4
+            break
+          }
+          const prefix = topic === undefined ? undefined : this.#keys.match(topic, buf, i, end)
+          if (prefix !== undefined) {
+            const payloadStart = i + prefix.bytes.length
+            const payloadEnd = jsonValueEnd(buf, payloadStart, end)
+            if (payloadEnd < 0) return undefined
+            valueEnd = skipWhitespace(buf, payloadEnd, end)
+            if (buf[valueEnd] !== CLOSE_BRACE) return undefined
+            valueEnd++
+            const payload = parseOrUndefined(buf, payloadStart, payloadEnd)
+            if (payload === undefined) return undefined
+            key = { schema: prefix.schema, payload: payload.value }
+          } else {
+            valueEnd = jsonValueEnd(buf, i, end)
+            if (valueEnd < 0) return undefined
+            const parsed = parseOrUndefined(buf, i, valueEnd)
+            if (parsed === undefined) return undefined
+            key = parsed.value
+            if (topic !== undefined) this.#keys.learn(topic, buf, i, key)
+          }
+          break
+        }
+        case 'value': {
+          if (isNull(buf, i, end)) {
+            value = null
+            valueEnd = i + 4
+            break
+          }
+          // The usual last key: the value runs to the record's closing brace.
+          if (topic === undefined) return undefined
+          let close = end
+          while (close > i && isWhitespace(buf[close - 1]!)) close--
+          if (buf[close - 1] !== CLOSE_BRACE) return undefined
+          close--
+          const prefix = this.#values.match(topic, buf, i, close)
+          if (prefix !== undefined) {
+            // `{"schema":<learned>,"payload":` <payload> `}`
+            let wrapperClose = close
+            while (wrapperClose > i && isWhitespace(buf[wrapperClose - 1]!)) wrapperClose--
+            if (buf[wrapperClose - 1] !== CLOSE_BRACE) return undefined
+            const payload = parseOrUndefined(buf, i + prefix.bytes.length, wrapperClose - 1)
+            if (payload === undefined) return undefined
+            value = { schema: prefix.schema, payload: payload.value }
+          } else {
+            const parsed = parseOrUndefined(buf, i, close)
+            if (parsed === undefined) return undefined
+            value = parsed.value
+            this.#values.learn(topic, buf, i, value)
+          }
+          return {
+            topic,
+            partition: partition ?? 0,
+            offset: offset ?? String(lineNumber),
+            key: key ?? null,
+            value: value ?? null,
+          }
+        }
+      }
+      i = skipWhitespace(buf, valueEnd, end)
+      if (buf[i] === COMMA) continue
+      if (buf[i] !== CLOSE_BRACE || skipWhitespace(buf, i + 1, end) !== end) return undefined
+      if (topic === undefined) return undefined
+      return {
+        topic,
+        partition: partition ?? 0,
+        offset: offset ?? String(lineNumber),
+        key: key ?? null,
+        value: value ?? null,
+      }
+    }
+  }
+}
+
+function fieldBit(field: Field): number {
+  switch (field) {
+    case 'topic':
+      return 0
+    case 'partition':
+      return 1
+    case 'offset':
+      return 2
+    case 'key':
+      return 3
+    case 'value':
+      return 4
+  }
+}
+
+function parseOrUndefined(buf: Buffer, start: number, end: number): { value: unknown } | undefined {
+  try {
+    return { value: JSON.parse(buf.toString('utf8', start, end)) as unknown }
+  } catch {
+    return undefined
+  }
+}
+
+function skipWhitespace(buf: Buffer, i: number, end: number): number {
+  while (i < end && isWhitespace(buf[i]!)) i++
+  return i
+}
+
+function isNull(buf: Buffer, i: number, end: number): boolean {
+  return end - i >= 4 && NULL_BYTES.compare(buf, i, i + 4) === 0 && !isWordByte(buf[i + 4])
+}
+
+function isWordByte(byte: number | undefined): boolean {
+  return byte !== undefined && !isWhitespace(byte) && byte !== COMMA && byte !== CLOSE_BRACE
+}
+
+/** The closing quote of a string without escapes or control characters; -1 otherwise. */
+function plainStringEnd(buf: Buffer, i: number, end: number): number {
+  for (; i < end; i++) {
+    const byte = buf[i]!
+    if (byte === QUOTE) return i
+    if (byte === BACKSLASH || byte < 0x20) return -1
+  }
+  return -1
+}
+
+/**
+ * The end of a non-negative integer: JSON's `0` or `[1-9][0-9]*`, at most 15 digits so that it
+ * is exact as a number and as text. Inside a string (`quoted`), any digits. -1 otherwise.
+ */
+function digitsEnd(buf: Buffer, i: number, end: number, quoted = false): number {
+  const start = i
+  while (i < end && buf[i]! >= 0x30 && buf[i]! <= 0x39) i++
+  if (i === start) return -1
+  if (quoted) return i
+  if (i - start > 15 || (buf[start] === 0x30 && i - start > 1)) return -1
+  return isWordByte(buf[i]) ? -1 : i
+}
+
+/**
+ * The end of the JSON value that starts at `i`, by a string-aware scan of brackets; -1 if it does
+ * not end in the line. Not a validation: JSON.parse of the slice is.
+ */
+function jsonValueEnd(buf: Buffer, i: number, end: number): number {
+  const first = buf[i]
+  if (first === QUOTE) {
+    for (let j = i + 1; j < end; j++) {
+      const byte = buf[j]!
+      if (byte === BACKSLASH) j++
+      else if (byte === QUOTE) return j + 1
+    }
+    return -1
+  }
+  if (first === OPEN_BRACE || first === OPEN_BRACKET) {
+    let depth = 0
+    for (let j = i; j < end; j++) {
+      const byte = buf[j]!
+      if (byte === QUOTE) {
+        for (j++; j < end; j++) {
+          const b = buf[j]!
+          if (b === BACKSLASH) j++
+          else if (b === QUOTE) break
+        }
+      } else if (byte === OPEN_BRACE || byte === OPEN_BRACKET) depth++
+      else if (byte === CLOSE_BRACE || byte === CLOSE_BRACKET) {
+        if (--depth === 0) return j + 1
+      }
+    }
+    return -1
+  }
+  let j = i
+  while (j < end && isWordByte(buf[j]) && buf[j] !== CLOSE_BRACKET) j++
+  return j === i ? -1 : j
 }
