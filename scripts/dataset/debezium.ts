@@ -411,6 +411,44 @@ export interface TableCodec {
   readonly source: ReturnType<typeof sourceBuilder>
 }
 
+// eslint-disable-next-line no-control-regex -- control characters are what JSON must escape
+const SAFE_TEXT = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/
+
+/** A JSON string literal; most values need no escaping, and skipping JSON.stringify pays. */
+function quote(value: string): string {
+  return SAFE_TEXT.test(value) ? '"' + value + '"' : JSON.stringify(value)
+}
+
+/**
+ * The row serializer of a table, generated from its column list: one straight-line expression,
+ * three times faster than JSON.stringify on these rows in profiles. Values must already be in
+ * their Debezium form (rowShapeError checks builders in tests); the output equals
+ * JSON.stringify(row) for such rows.
+ */
+function compileSerializer(table: TableName): (row: Row) => string {
+  const terms = TABLES[table].map((column, i) => {
+    const key = JSON.stringify((i === 0 ? '{' : ',') + JSON.stringify(column.name) + ':')
+    const value = `r[${JSON.stringify(column.name)}]`
+    const encoded = {
+      uuid: `'"' + ${value} + '"'`, // hex and dashes: nothing to escape
+      timestamptz: `'"' + ${value} + '"'`, // digits and separators: nothing to escape
+      text: `quote(${value})`,
+      boolean: `(${value} ? 'true' : 'false')`,
+      integer: `'' + ${value}`,
+      bigint: `'' + ${value}`,
+      date: `'' + ${value}`,
+      jsonb: `JSON.stringify(${value})`,
+      'text[]': `JSON.stringify(${value})`,
+    }[column.type]
+    return `${key} + ${column.notNull ? encoded : `(${value} === null ? 'null' : ${encoded})`}`
+  })
+  // eslint-disable-next-line @typescript-eslint/no-implied-eval -- built from the static column list above
+  const build = new Function('quote', `return (r) => ${terms.join(' + ')} + '}'`) as (
+    q: typeof quote,
+  ) => (row: Row) => string
+  return build(quote)
+}
+
 export function tableCodec(prefix: string, table: TableName): TableCodec {
   const topic = `${prefix}.public.${table}`
   const cols = TABLES[table]
@@ -429,9 +467,7 @@ export function tableCodec(prefix: string, table: TableName): TableCodec {
     linePrefix: `{"topic":${JSON.stringify(topic)},"partition":0,"offset":"`,
     keyPrefix: `,"key":{"schema":${JSON.stringify(keySchema(prefix, table))},"payload":{"id":"`,
     valuePrefix: `,"value":{"schema":${JSON.stringify(valueSchema(prefix, table))},"payload":`,
-    // Row builders write every column in table order and hold values in their Debezium form, so
-    // JSON.stringify (V8's fastest path) is the row's JSON; rowShapeError checks that in tests.
-    serializeRow: (row) => JSON.stringify(row),
+    serializeRow: compileSerializer(table),
     deleteBefore: (id) => `{"id":"${id}"${restOfDelete}}`,
     source: sourceBuilder(prefix, table),
   }
@@ -498,32 +534,64 @@ export function sequenceJson(first: number | null, lsn: number): string {
 }
 
 /**
+ * Epoch microseconds as decimal text, the `_ms` text being its prefix. Numbers this large are
+ * slow to print; events come in time order, so the whole seconds are printed once and reused.
+ */
+class MicrosText {
+  private second = -1
+  private secondText = ''
+  us = ''
+  ms = ''
+
+  set(epochUs: number): this {
+    const second = Math.floor(epochUs / 1_000_000)
+    if (second !== this.second) {
+      this.second = second
+      this.secondText = String(second)
+    }
+    const micros = String(1_000_000 + (epochUs - second * 1_000_000)).slice(1)
+    this.us = this.secondText + micros
+    this.ms = this.secondText + micros.slice(0, 3)
+    return this
+  }
+}
+
+/**
  * Builds `source` blocks of one table. ts_ns is written as text: it does not fit in a double.
  * `sequence` is already JSON (see sequenceJson).
  */
 function sourceBuilder(prefix: string, table: TableName) {
   const head = `{"version":"${CONNECTOR_VERSION}","connector":"postgresql","name":${JSON.stringify(prefix)},"ts_ms":`
+  const dbAndSequence = `","db":"${DATABASE}","sequence":`
   const tableTail = `,"schema":"public","table":"${table}","txId":`
-  return (tsUs: number, snapshot: string, sequence: string, txId: number, lsn: number): string =>
-    head +
-    Math.floor(tsUs / 1000) +
-    ',"snapshot":"' +
-    snapshot +
-    `","db":"${DATABASE}","sequence":` +
-    sequence +
-    ',"ts_us":' +
-    tsUs +
-    ',"ts_ns":' +
-    tsUs +
-    '000' +
-    tableTail +
-    txId +
-    ',"lsn":' +
-    lsn +
-    ',"xmin":null}'
+  const time = new MicrosText()
+  return (tsUs: number, snapshot: string, sequence: string, txId: number, lsn: number): string => {
+    const { us, ms } = time.set(tsUs)
+    return (
+      head +
+      ms +
+      ',"snapshot":"' +
+      snapshot +
+      dbAndSequence +
+      sequence +
+      ',"ts_us":' +
+      us +
+      ',"ts_ns":' +
+      us +
+      '000' +
+      tableTail +
+      txId +
+      ',"lsn":' +
+      lsn +
+      ',"xmin":null}'
+    )
+  }
 }
 
 export type Op = 'r' | 'c' | 'u' | 'd'
+
+const processed = new MicrosText()
+const NANOS = Array.from({ length: 1000 }, (_, n) => String(n).padStart(3, '0'))
 
 /** The envelope payload: before, after, source, transaction, op and the connector's clock. */
 export function envelope(
@@ -534,11 +602,24 @@ export function envelope(
   processedUs: number,
   nanos: number,
 ): string {
-  const ms = Math.floor(processedUs / 1000)
-  const ns = String(nanos).padStart(3, '0')
+  const { us, ms } = processed.set(processedUs)
   return (
-    `{"before":${before},"after":${after},"source":${source},"transaction":null,"op":"${op}",` +
-    `"ts_ms":${ms},"ts_us":${processedUs},"ts_ns":${processedUs}${ns}}`
+    '{"before":' +
+    before +
+    ',"after":' +
+    after +
+    ',"source":' +
+    source +
+    ',"transaction":null,"op":"' +
+    op +
+    '","ts_ms":' +
+    ms +
+    ',"ts_us":' +
+    us +
+    ',"ts_ns":' +
+    us +
+    NANOS[nanos % 1000]! +
+    '}'
   )
 }
 

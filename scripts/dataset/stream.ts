@@ -36,26 +36,27 @@ export interface StreamOptions {
   readonly onboardPerRound: number
 }
 
-/** The streamed changes, in batches of records. */
+/**
+ * The streamed changes, in batches of records. Organizations take their turn one after the
+ * other (all rounds of one, then the next), so only one organization's changed rows are ever
+ * held: memory stays bounded by the largest organization, not by the dataset.
+ */
 export function* stream(
   ctx: M.Ctx,
   emitter: Emitter,
   options: StreamOptions,
 ): Generator<RecordParts[]> {
-  const world = new World(ctx, emitter)
   emitter.startStreaming()
-  const states: OrgState[] = []
   for (let o = 0; o < ctx.organizations; o++) {
     const org = M.orgPlan(ctx, o)
-    states.push({
+    const state: OrgState = {
       org,
       groups: Array.from({ length: ctx.groups }, (_, g) => M.groupPlan(ctx, org, g)),
       onboardedAt: [],
       extras: new Map(),
-    })
-  }
-  for (let round = 0; round < options.rounds; round++) {
-    for (const state of states) {
+    }
+    const world = new World(ctx, emitter)
+    for (let round = 0; round < options.rounds; round++) {
       for (let i = 0; i < ctx.providers + state.onboardedAt.length; i++) {
         world.visitProvider(state, i, round)
         if (emitter.buffered >= BATCH) yield emitter.drain()

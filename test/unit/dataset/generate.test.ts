@@ -4,7 +4,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { isValidDea, isValidNpi, luhnValid } from '../../../scripts/dataset/check-digits.ts'
-import { TABLE_NAMES, type TableName, rowShapeError } from '../../../scripts/dataset/debezium.ts'
+import {
+  type Row,
+  TABLE_NAMES,
+  type TableName,
+  rowShapeError,
+  tableCodec,
+} from '../../../scripts/dataset/debezium.ts'
 import {
   DEFAULT_NOW,
   type DatasetOptions,
@@ -118,10 +124,19 @@ describe('generateDataset', () => {
   })
 
   it('writes every column of every row, in table order, in Debezium encodings', () => {
+    const codecs = new Map(TABLE_NAMES.map((t) => [t, tableCodec('product', t)]))
     for (const r of live) {
-      const after = r.value!.payload.after
-      if (after !== null) expect(rowShapeError(tableOf(r), after as never)).toBeNull()
+      const after = r.value!.payload.after as Row | null
+      if (after === null) continue
+      expect(rowShapeError(tableOf(r), after)).toBeNull()
+      // The generated serializers write what JSON.stringify would.
+      expect(codecs.get(tableOf(r))!.serializeRow(after)).toBe(JSON.stringify(after))
     }
+    const tricky = {
+      ...rowsOf('organizations')[0]!,
+      name: 'Quote " backslash \\ tab \t emoji 😀 lone \ud800',
+    }
+    expect(codecs.get('organizations')!.serializeRow(tricky as Row)).toBe(JSON.stringify(tricky))
   })
 
   it('gives providers unique NPIs with a valid check digit, and valid DEA numbers', () => {
