@@ -5,12 +5,7 @@ import { readdirSync } from 'node:fs'
 import type { Logger } from 'pino'
 import type { ControlTable, OrganizationTable, TenantTable } from '../schema/events.ts'
 import type { Generation } from '../src/layout.ts'
-import {
-  openControlFile,
-  type ControlEvent,
-  type ControlFile,
-  type RouteUpdate,
-} from './control-file.ts'
+import { openControlFile, type ControlEvent, type ControlFile } from './control-file.ts'
 import { decodeRecord, type BadEventReason, type RowChange, type SourceRecord } from './decode.ts'
 import type { DocumentKind, RefreshStats } from './documents/index.ts'
 import {
@@ -114,64 +109,61 @@ export function createApplier(options: ApplierOptions): Applier {
       }
 
       const controlEvents: ControlEvent[] = []
-      const routes: RouteUpdate[] = []
-      const pendingRoutes = new Map<string, string>()
       const byOrganization = new Map<string, OrganizationEvent[]>()
       const toOrganization = (organizationId: string, event: OrganizationEvent) => {
         let list = byOrganization.get(organizationId)
         if (list === undefined) byOrganization.set(organizationId, (list = []))
         list.push(event)
       }
-      const routeOf = (table: TenantTable, id: string) =>
-        pendingRoutes.get(`${table}\u0000${id}`) ?? control.routeOf(table, id)
-
-      for (const record of records) {
-        const decoded = decodeRecord(record, topicPrefix)
-        if (decoded.kind === 'skipped') {
-          outcome.skipped++
-          continue
-        }
-        if (decoded.kind === 'bad') {
-          outcome.deadLetters.push({ record, reason: decoded.reason, message: decoded.message })
-          count(decoded.table ?? 'unknown', 'dead_lettered')
-          continue
-        }
-        const change = decoded.change
-        const origin = {
-          topic: record.topic,
-          partition: record.partition,
-          offset: Number(record.offset),
-        }
-        const committedAt = change.position.committedAtMs
-        if (committedAt !== undefined && committedAt > (outcome.latestCommittedAtMs ?? 0)) {
-          outcome.latestCommittedAtMs = committedAt
-        }
-
-        if (CONTROL_TABLES.has(change.table)) {
-          controlEvents.push({ change: change as ControlEvent['change'], origin })
-          continue
-        }
-        const orgChange = change as RowChange & { table: OrganizationTable }
-        if (orgChange.kind === 'truncate') {
-          for (const organizationId of knownOrganizations()) {
-            toOrganization(organizationId, { change: orgChange, origin })
+      // Routes are written as they are decided, in one control.db transaction with the control
+      // events, committed before any organization file: if a crash follows, redelivery re-routes
+      // idempotently and applies the rest.
+      const routeOf = (table: TenantTable, id: string) => control.routeOf(table, id)
+      const decodeAndRoute = () => {
+        for (const record of records) {
+          const decoded = decodeRecord(record, topicPrefix)
+          if (decoded.kind === 'skipped') {
+            outcome.skipped++
+            continue
           }
-          continue
-        }
-        if (orgChange.kind === 'delete') {
-          const organizationId = routeOf(orgChange.table, orgChange.id)
-          // A delete of a row this replica never saw (compacted away, or older than the topics'
-          // retention) has nothing to remove.
-          if (organizationId === undefined) count(orgChange.table, 'absent')
-          else toOrganization(organizationId, { change: orgChange, origin })
-          continue
-        }
-        const organizationId = (orgChange.row as { organization_id: string }).organization_id
-        const routed = routeOf(orgChange.table, orgChange.id)
-        if (routed !== organizationId) {
-          pendingRoutes.set(`${orgChange.table}\u0000${orgChange.id}`, organizationId)
-          routes.push({ table: orgChange.table, id: orgChange.id, organizationId })
-          if (routed !== undefined) {
+          if (decoded.kind === 'bad') {
+            outcome.deadLetters.push({ record, reason: decoded.reason, message: decoded.message })
+            count(decoded.table ?? 'unknown', 'dead_lettered')
+            continue
+          }
+          const change = decoded.change
+          const origin = {
+            topic: record.topic,
+            partition: record.partition,
+            offset: Number(record.offset),
+          }
+          const committedAt = change.position.committedAtMs
+          if (committedAt !== undefined && committedAt > (outcome.latestCommittedAtMs ?? 0)) {
+            outcome.latestCommittedAtMs = committedAt
+          }
+
+          if (CONTROL_TABLES.has(change.table)) {
+            controlEvents.push({ change: change as ControlEvent['change'], origin })
+            continue
+          }
+          const orgChange = change as RowChange & { table: OrganizationTable }
+          if (orgChange.kind === 'truncate') {
+            for (const organizationId of knownOrganizations()) {
+              toOrganization(organizationId, { change: orgChange, origin })
+            }
+            continue
+          }
+          if (orgChange.kind === 'delete') {
+            const organizationId = routeOf(orgChange.table, orgChange.id)
+            // A delete of a row this replica never saw (compacted away, or older than the topics'
+            // retention) has nothing to remove.
+            if (organizationId === undefined) count(orgChange.table, 'absent')
+            else toOrganization(organizationId, { change: orgChange, origin })
+            continue
+          }
+          const organizationId = (orgChange.row as { organization_id: string }).organization_id
+          const movedFrom = control.route(orgChange.table, orgChange.id, organizationId)
+          if (movedFrom !== undefined) {
             // The row moved to another organization: it leaves the old file.
             const moved = {
               kind: 'delete',
@@ -179,14 +171,13 @@ export function createApplier(options: ApplierOptions): Applier {
               id: orgChange.id,
               position: orgChange.position,
             }
-            toOrganization(routed, { change: moved as OrganizationEvent['change'], origin })
+            toOrganization(movedFrom, { change: moved as OrganizationEvent['change'], origin })
           }
+          toOrganization(organizationId, { change: orgChange, origin })
         }
-        toOrganization(organizationId, { change: orgChange, origin })
+        return control.applyEvents(controlEvents, options.offsetGuard, count)
       }
-
-      // Routes first: if a crash follows, redelivery re-routes idempotently and applies the rest.
-      const controlResult = control.apply(controlEvents, routes, options.offsetGuard, count)
+      const controlResult = control.transaction(decodeAndRoute)
       for (const organizationId of controlResult.organizations) organizationFile(organizationId)
 
       const now = clock()

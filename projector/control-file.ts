@@ -14,21 +14,24 @@ export interface ControlEvent {
   origin: Origin
 }
 
-export interface RouteUpdate {
-  table: TenantTable
-  id: string
-  organizationId: string
-}
-
 export interface ControlFile {
   routeOf(table: TenantTable, id: string): string | undefined
   /**
-   * Applies the control tables' changes and the batch's new routes in one transaction. Returns
-   * the organizations whose rows changed, so their files can be created.
+   * Runs `work` in one transaction of control.db: a batch's routes (`route`) and control events
+   * (`applyEvents`) commit together, before any organization file.
    */
-  apply(
+  transaction<T>(work: () => T): T
+  /**
+   * Routes a row to `organizationId` (inside `transaction`). Returns the organization it was
+   * routed to before if that was another one (the row moved), else undefined.
+   */
+  route(table: TenantTable, id: string, organizationId: string): string | undefined
+  /**
+   * Applies the control tables' changes (inside `transaction`). Returns the organizations whose
+   * rows changed, so their files can be created.
+   */
+  applyEvents(
     events: readonly ControlEvent[],
-    routes: readonly RouteUpdate[],
     offsetGuard: boolean,
     tally: Tally,
   ): { organizations: string[] }
@@ -48,6 +51,10 @@ export function openControlFile(path: string): ControlFile {
   const mirror = createMirror(db, { organizations: tables.organizations, api_keys: tables.apiKeys })
   const getRoute = db.prepare<[string, string], { organization_id: string }>(
     'SELECT organization_id FROM row_routes WHERE source_table = ? AND id = ?',
+  )
+  const addRoute = db.prepare<[string, string, string]>(
+    `INSERT INTO row_routes (source_table, id, organization_id) VALUES (?, ?, ?)
+     ON CONFLICT (source_table, id) DO NOTHING`,
   )
   const putRoute = db.prepare<[string, string, string]>(
     `INSERT INTO row_routes (source_table, id, organization_id) VALUES (?, ?, ?)
@@ -75,53 +82,57 @@ export function openControlFile(path: string): ControlFile {
   }
   loadOffsets()
 
-  const applyInTransaction = db.transaction(
-    (
-      events: readonly ControlEvent[],
-      routes: readonly RouteUpdate[],
-      offsetGuard: boolean,
-      tally: Tally,
-    ) => {
-      for (const r of routes) putRoute.run(r.table, r.id, r.organizationId)
-      const changes: MirrorChange[] = []
-      const offsets = new Map<string, Origin>()
-      for (const event of events) {
-        const key = `${event.origin.topic}\u0000${event.origin.partition}`
-        if (offsetGuard) {
-          const applied = appliedOffsets.get(key)
-          if (applied !== undefined && event.origin.offset <= applied) {
-            tally(event.change.table, 'duplicate')
-            continue
-          }
-          offsets.set(key, event.origin)
+  const inTransaction = db.transaction(<T>(work: () => T): T => work())
+
+  const applyEvents = (events: readonly ControlEvent[], offsetGuard: boolean, tally: Tally) => {
+    const changes: MirrorChange[] = []
+    const offsets = new Map<string, Origin>()
+    for (const event of events) {
+      const key = `${event.origin.topic}\u0000${event.origin.partition}`
+      if (offsetGuard) {
+        const applied = appliedOffsets.get(key)
+        if (applied !== undefined && event.origin.offset <= applied) {
+          tally(event.change.table, 'duplicate')
+          continue
         }
-        tally(event.change.table, mirror.apply(event.change, changes))
+        offsets.set(key, event.origin)
       }
-      for (const [key, o] of offsets) {
-        writeOffset.run(o.topic, o.partition, o.offset)
-        appliedOffsets.set(key, o.offset)
-      }
-      const organizations = new Set<string>()
-      for (const c of changes) {
-        const row = c.current ?? c.previous
-        if (c.table === 'organizations') organizations.add(c.id)
-        else if (row !== undefined) organizations.add(row.organizationId as string)
-      }
-      return { organizations: [...organizations] }
-    },
-  )
+      tally(event.change.table, mirror.apply(event.change, changes))
+    }
+    for (const [key, o] of offsets) {
+      writeOffset.run(o.topic, o.partition, o.offset)
+      appliedOffsets.set(key, o.offset)
+    }
+    const organizations = new Set<string>()
+    for (const c of changes) {
+      const row = c.current ?? c.previous
+      if (c.table === 'organizations') organizations.add(c.id)
+      else if (row !== undefined) organizations.add(row.organizationId as string)
+    }
+    return { organizations: [...organizations] }
+  }
 
   return {
     db,
     routeOf: (table, id) => getRoute.get(table, id)?.organization_id,
-    apply(events, routes, offsetGuard, tally) {
+    transaction(work) {
       try {
-        return applyInTransaction(events, routes, offsetGuard, tally)
+        return inTransaction(work) as ReturnType<typeof work>
       } catch (error) {
+        // Rolled back: forget the offsets it would have recorded.
         loadOffsets()
         throw error
       }
     },
+    route(table, id, organizationId) {
+      // A new row (most of a snapshot) is one insert; only a known row is looked up.
+      if (addRoute.run(table, id, organizationId).changes > 0) return undefined
+      const routed = getRoute.get(table, id)?.organization_id
+      if (routed === organizationId) return undefined
+      putRoute.run(table, id, organizationId)
+      return routed
+    },
+    applyEvents,
     markCaughtUp(now) {
       putStateOnce.run('caught_up_at', now.toISOString())
     },

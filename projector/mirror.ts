@@ -81,6 +81,10 @@ export function createMirror(
   const clearDeleted = db.prepare<[string, string]>(
     `DELETE FROM ${deletedRowsTable} WHERE source_table = ? AND id = ?`,
   )
+  // Delete positions are rare: while the file has none, a new row need not look one up. Set
+  // once any may exist (a rolled-back delete leaves it set, which only costs lookups).
+  let mayHaveDeleted =
+    db.prepare(`SELECT 1 FROM ${deletedRowsTable} LIMIT 1`).pluck().get() !== undefined
 
   function table(name: SourceTable): TableStatements {
     const t = statements.get(name)
@@ -113,6 +117,7 @@ export function createMirror(
       const previous = t.select(change.id)
       if (change.kind === 'delete') {
         const incoming = { lsn: change.position.lsn, snapshot: false }
+        mayHaveDeleted = true
         putDeleted.run(change.table, change.id, change.position.lsn)
         if (previous === undefined) return 'absent'
         if (!supersedes(incoming, storedPosition(previous))) return 'older'
@@ -123,7 +128,7 @@ export function createMirror(
 
       if (previous !== undefined) {
         if (!supersedes(change.position, storedPosition(previous))) return 'older'
-      } else {
+      } else if (mayHaveDeleted) {
         const deleted = getDeleted.get(change.table, change.id)
         if (deleted !== undefined) {
           if (!supersedes(change.position, { lsn: deleted.source_lsn, snapshot: false }))
@@ -131,29 +136,37 @@ export function createMirror(
           clearDeleted.run(change.table, change.id)
         }
       }
-      const current = mirrorRow(t.columns, change.row, previous, change.position)
-      t.upsert(t.columns.map((c) => bind(current[c.key], c)))
+      const values: unknown[] = []
+      const current = mirrorRow(t.columns, change.row, previous, change.position, values)
+      t.upsert(values)
       changes.push({ table: change.table, id: change.id, previous, current })
       return 'applied'
     },
   }
 }
 
-/** The stored form of a decoded row: unchanged TOASTed columns keep their stored value. */
+/**
+ * The stored form of a decoded row: unchanged TOASTed columns keep their stored value. Pushes the
+ * values to bind, in column order, to `values`.
+ */
 function mirrorRow(
   columns: Column[],
   row: Record<string, unknown>,
   previous: MirrorRow | undefined,
   position: Position,
+  values: unknown[],
 ): MirrorRow {
   const out: MirrorRow = {}
   for (const c of columns) {
-    if (c.key === 'sourceLsn') out[c.key] = position.lsn
-    else if (c.key === 'fromSnapshot') out[c.key] = position.snapshot
+    let value: unknown
+    if (c.key === 'sourceLsn') value = position.lsn
+    else if (c.key === 'fromSnapshot') value = position.snapshot
     else {
-      const value = row[c.name]
-      out[c.key] = value === unavailable ? (previous?.[c.key] ?? emptyValue(c)) : value
+      value = row[c.name]
+      if (value === unavailable) value = previous?.[c.key] ?? emptyValue(c)
     }
+    out[c.key] = value
+    values.push(bind(value, c))
   }
   return out
 }
@@ -191,8 +204,8 @@ function prepareTable(db: SqliteDatabase, table: SQLiteTable): TableStatements {
   }))
   const names = columns.map((c) => c.name)
   const selectSql = `SELECT ${names.join(', ')} FROM ${config.name}`
-  const select = db.prepare<[string], Record<string, unknown>>(`${selectSql} WHERE id = ?`)
-  const selectAll = db.prepare<[], Record<string, unknown>>(selectSql)
+  const select = db.prepare<[string], unknown[]>(`${selectSql} WHERE id = ?`).raw(true)
+  const selectAll = db.prepare<[], unknown[]>(selectSql).raw(true)
   const upsert = db.prepare(
     `INSERT INTO ${config.name} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})
      ON CONFLICT (id) DO UPDATE SET ${names
@@ -203,10 +216,11 @@ function prepareTable(db: SqliteDatabase, table: SQLiteTable): TableStatements {
   const del = db.prepare<[string]>(`DELETE FROM ${config.name} WHERE id = ?`)
   const delAll = db.prepare(`DELETE FROM ${config.name}`)
 
-  const toRow = (raw: Record<string, unknown>): MirrorRow => {
+  const toRow = (raw: unknown[]): MirrorRow => {
     const row: MirrorRow = {}
-    for (const c of columns) {
-      const v = raw[c.name]
+    for (let i = 0; i < columns.length; i++) {
+      const c = columns[i]!
+      const v = raw[i]
       row[c.key] = c.kind === 'boolean' ? v === 1 : v
     }
     return row

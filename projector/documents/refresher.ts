@@ -93,15 +93,15 @@ export function createDocumentRefresher(
   options: { priorStamp?: PriorStamp } = {},
 ): DocumentRefresher {
   const orm = organizationDb(db)
-  const read = prepareMirrorReads(orm)
-  const store = prepareDocumentStore(orm)
+  const read = prepareMirrorReads(orm, db)
+  const store = prepareDocumentStore(db)
   const priorStamp = options.priorStamp
 
   const related: RelatedDocuments = {
-    enrollmentsOfProvider: (providerId) => ids(read.enrollmentsOfProvider.all({ id: providerId })),
-    membersOfGroup: (groupId) => ids(read.membersOfGroup.all({ id: groupId })),
-    groupEnrollmentsOfGroup: (groupId) => ids(read.groupEnrollmentsOfGroup.all({ id: groupId })),
-    enrollmentsAtLocation: (locationId) => ids(read.enrollmentsAtLocation.all({ id: locationId })),
+    enrollmentsOfProvider: (providerId) => ids(read.enrollmentsOfProvider.all(providerId)),
+    membersOfGroup: (groupId) => ids(read.membersOfGroup.all(groupId)),
+    groupEnrollmentsOfGroup: (groupId) => ids(read.groupEnrollmentsOfGroup.all(groupId)),
+    enrollmentsAtLocation: (locationId) => ids(read.enrollmentsAtLocation.all(locationId)),
   }
 
   /** The stamp of a new version: the prior generation's for the same content, else the batch's. */
@@ -110,25 +110,20 @@ export function createDocumentRefresher(
   }
 
   function refreshProvider(id: string, stamp: string): Outcome {
-    const row = read.provider.get({ id })
+    const row = read.provider.get(id)
     if (row === undefined) return store.provider.remove(id) ? 'removed' : 'absent'
     const json = providerJson(
       row,
-      read.providerMemberships.all({ id }),
-      read.providerIdentifiers.all({ id }),
+      read.providerMemberships.all(id),
+      read.providerIdentifiers.all(id),
     )
     const hash = contentHash(json.base)
     const sensitiveHash = contentHash(json.sensitive)
-    const stored = store.provider.stored(id)
-    if (stored?.hash === hash && stored.sensitiveHash === sensitiveHash) return 'unchanged'
-    // Each variant keeps its stamp unless its own content changed.
-    const updatedAt =
-      stored?.hash === hash ? stored.updatedAt : stampOf('provider', id, hash, stamp)
-    const sensitiveUpdatedAt =
-      stored?.sensitiveHash === sensitiveHash
-        ? stored.sensitiveUpdatedAt
-        : stampOf('sensitiveProvider', id, sensitiveHash, stamp)
-    store.provider.write({
+    // Nothing is written when both hashes are the stored ones; otherwise each variant keeps its
+    // stored stamp and body unless its own content changed (queries.ts).
+    const updatedAt = stampOf('provider', id, hash, stamp)
+    const sensitiveUpdatedAt = stampOf('sensitiveProvider', id, sensitiveHash, stamp)
+    const written = store.provider.write({
       id,
       updatedAt,
       hash,
@@ -138,42 +133,41 @@ export function createDocumentRefresher(
       sensitiveBody: withUpdatedAt(json.sensitive, sensitiveUpdatedAt),
       isActive: row.isActive,
     })
-    return 'rewritten'
+    return written ? 'rewritten' : 'unchanged'
   }
 
   function refreshProviderGroup(id: string, stamp: string): Outcome {
-    const row = read.providerGroup.get({ id })
+    const row = read.providerGroup.get(id)
     if (row === undefined) return store.providerGroup.remove(id) ? 'removed' : 'absent'
     const json = JSON.stringify(
-      providerGroupContent(
-        row,
-        read.groupServiceLocations.all({ id }),
-        read.groupIdentifiers.all({ id }),
-      ),
+      providerGroupContent(row, read.groupServiceLocations.all(id), read.groupIdentifiers.all(id)),
     )
     const hash = contentHash(json)
-    if (store.providerGroup.storedHash(id) === hash) return 'unchanged'
     const updatedAt = stampOf('providerGroup', id, hash, stamp)
-    store.providerGroup.write({ id, updatedAt, hash, body: withUpdatedAt(json, updatedAt) })
-    return 'rewritten'
+    const written = store.providerGroup.write({
+      id,
+      updatedAt,
+      hash,
+      body: withUpdatedAt(json, updatedAt),
+    })
+    return written ? 'rewritten' : 'unchanged'
   }
 
   function refreshEnrollment(id: string, stamp: string): Outcome {
-    const row = read.enrollment.get({ id })
+    const row = read.enrollment.get(id)
     if (row === undefined) return store.enrollment.remove(id) ? 'removed' : 'absent'
     const json = JSON.stringify(
       enrollmentContent(
         row,
-        read.embeddedProvider.get({ id: row.providerId }),
-        read.enrollmentRequirements.all({ id }),
-        read.enrollmentLinesOfBusiness.all({ id }),
-        read.enrollmentLocations.all({ id }),
+        read.embeddedProvider.get(row.providerId),
+        read.enrollmentRequirements.all(id),
+        read.enrollmentLinesOfBusiness.all(id),
+        read.enrollmentLocations.all(id),
       ),
     )
     const hash = contentHash(json)
-    if (store.enrollment.storedHash(id) === hash) return 'unchanged'
     const updatedAt = stampOf('enrollment', id, hash, stamp)
-    store.enrollment.write({
+    const written = store.enrollment.write({
       id,
       updatedAt,
       hash,
@@ -182,23 +176,22 @@ export function createDocumentRefresher(
       status: row.status,
       payerKey: row.payer.toLowerCase(),
     })
-    return 'rewritten'
+    return written ? 'rewritten' : 'unchanged'
   }
 
   function refreshGroupEnrollment(id: string, stamp: string): Outcome {
-    const row = read.groupEnrollment.get({ id })
+    const row = read.groupEnrollment.get(id)
     if (row === undefined) return store.groupEnrollment.remove(id) ? 'removed' : 'absent'
     const json = JSON.stringify(
       groupEnrollmentContent(
         row,
-        read.embeddedGroup.get({ id: row.providerGroupId }),
-        read.groupEnrollmentLinesOfBusiness.all({ id }),
+        read.embeddedGroup.get(row.providerGroupId),
+        read.groupEnrollmentLinesOfBusiness.all(id),
       ),
     )
     const hash = contentHash(json)
-    if (store.groupEnrollment.storedHash(id) === hash) return 'unchanged'
     const updatedAt = stampOf('groupEnrollment', id, hash, stamp)
-    store.groupEnrollment.write({
+    const written = store.groupEnrollment.write({
       id,
       updatedAt,
       hash,
@@ -207,17 +200,16 @@ export function createDocumentRefresher(
       status: row.status,
       payerKey: row.payer.toLowerCase(),
     })
-    return 'rewritten'
+    return written ? 'rewritten' : 'unchanged'
   }
 
   function refreshDocument(id: string, stamp: string): Outcome {
-    const row = read.document.get({ id })
+    const row = read.document.get(id)
     if (row === undefined) return store.document.remove(id) ? 'removed' : 'absent'
     const json = JSON.stringify(documentMetadataContent(row))
     const hash = contentHash(json)
-    if (store.document.storedHash(id) === hash) return 'unchanged'
     const updatedAt = stampOf('document', id, hash, stamp)
-    store.document.write({
+    const written = store.document.write({
       id,
       updatedAt,
       hash,
@@ -225,22 +217,22 @@ export function createDocumentRefresher(
       providerId: row.providerId,
       providerGroupId: row.providerGroupId,
     })
-    return 'rewritten'
+    return written ? 'rewritten' : 'unchanged'
   }
 
   function expirableSource(id: string): ExpirableContent | undefined {
     const { sourceType, sourceId } = parseExpirableId(id)
     switch (sourceType) {
       case 'provider_identifier': {
-        const row = read.providerIdentifier.get({ id: sourceId })
+        const row = read.providerIdentifier.get(sourceId)
         return row && providerIdentifierExpirable(row)
       }
       case 'group_identifier': {
-        const row = read.groupIdentifier.get({ id: sourceId })
+        const row = read.groupIdentifier.get(sourceId)
         return row && groupIdentifierExpirable(row)
       }
       case 'document': {
-        const row = read.document.get({ id: sourceId })
+        const row = read.document.get(sourceId)
         return row && documentExpirable(row)
       }
     }
@@ -252,8 +244,7 @@ export function createDocumentRefresher(
     if (content === undefined) return store.expirable.remove(id) ? 'removed' : 'absent'
     const body = expirableBody(content)
     const hash = contentHash(body)
-    if (store.expirable.storedHash(id) === hash) return 'unchanged'
-    store.expirable.write({
+    const written = store.expirable.write({
       id,
       sourceType: content.sourceType,
       sourceId: content.sourceId,
@@ -262,7 +253,7 @@ export function createDocumentRefresher(
       hash,
       body,
     })
-    return 'rewritten'
+    return written ? 'rewritten' : 'unchanged'
   }
 
   function rebuild(touched: TouchedDocuments, stamp: string): DetailedRefreshStats {
