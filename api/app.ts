@@ -130,7 +130,7 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
       request.log.info({ code: error.code }, 'request refused by the framework')
       return sendError(reply, invalidRequest('the request could not be read'))
     }
-    request.log.error({ err: error }, 'request failed')
+    request.log.error({ err: error, keyId: request.principal?.keyId }, 'request failed')
     return sendError(reply, internalError())
   })
 
@@ -153,17 +153,13 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     const served = replica.acquire()
     request.served = served
     reply.raw.once('close', () => replica.release(served))
-    const notReady = served.readiness()
-    if (notReady !== undefined) throw notReady
     const rawKey = bearerKey(request.headers.authorization)
+    const { notReady, key } = served.lookup(rawKey instanceof ApiError ? '' : hashKey(rawKey))
+    if (notReady !== undefined) throw notReady
     if (rawKey instanceof ApiError) throw rawKey
-    const principal = authenticate(served.keyByHash(hashKey(rawKey)), clock.now())
+    const principal = authenticate(key, clock.now())
     if (principal instanceof ApiError) throw principal
     request.principal = principal
-    request.log = request.log.child({
-      keyId: principal.keyId,
-      organizationId: principal.organizationId,
-    })
     const states = await limit(request, principal)
     reply.headers(rateLimitHeaders(states))
     const refused = checkOrganization(principal) ?? requireScope(principal, scope)
@@ -173,6 +169,7 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched'
     metrics.observeRequest(route, reply.statusCode, reply.elapsedTime / 1000)
+    if (!logger.isLevelEnabled('info')) return done()
     request.log.info(
       {
         method: request.method,
@@ -180,6 +177,9 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
         route,
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 100) / 100,
+        // The key's id, never the key.
+        keyId: request.principal?.keyId,
+        organizationId: request.principal?.organizationId,
       },
       'request',
     )

@@ -85,17 +85,32 @@ export interface Sql {
 }
 
 /**
- * One page of a list: rows `[id, stamp, body]` after `after` (exclusive), `limit` of them.
- * `updated_since` (inclusive) becomes the position `(since, '')`: ids are never empty, so
- * `(stamp, id) > (since, '')` is `stamp >= since`. The later of the two bounds wins.
+ * A page of a list is read on the (filters, stamp, id) index, in two or three statements, none of
+ * which turns a row into a JavaScript value:
+ * - `edge` skips `limit - 1` index entries after the start and gives the positions `[stamp, id]`
+ *   of the page's last row and of the row after it (present: another page follows);
+ * - on a short last page it gives nothing, and `tail` gives the position of the list's last row;
+ * - `bodies(last)` joins, inside SQLite, the stored JSON text of the rows from the start up to and
+ *   including `last`, in page order, as one string.
+ *
+ * The start is the later of `updated_since` (inclusive: `(stamp, id) > (since, '')` is
+ * `stamp >= since`, ids are never empty) and the cursor. A write between the statements cannot
+ * lose a row: stamps only grow, so a row that moves leaves the range for a later page, and none
+ * can enter it.
  */
+export interface PageSql {
+  readonly edge: Sql
+  readonly tail: Sql
+  bodies(last: Position): Sql
+}
+
 export function pageSql(
   collection: Collection,
   view: View,
   filters: Filters,
   after: Position | undefined,
   limit: number,
-): Sql {
+): PageSql {
   const { stamp, body } = collection.columns[view]
   const where: string[] = []
   const args: (string | number)[] = []
@@ -108,10 +123,26 @@ export function pageSql(
   const since: Position = [filters.updatedSince ?? '', '']
   const from = after !== undefined && comparePositions(after, since) > 0 ? after : since
   where.push(`(${stamp}, id) > (?, ?)`)
-  args.push(...from, limit)
+  args.push(...from)
+  const table = collection.table
+  const filtered = `FROM ${table} WHERE ${where.join(' AND ')}`
   return {
-    sql: `SELECT id, ${stamp}, ${body} FROM ${collection.table} WHERE ${where.join(' AND ')} ORDER BY ${stamp}, id LIMIT ?`,
-    args,
+    edge: {
+      sql: `SELECT ${stamp}, id ${filtered} ORDER BY ${stamp}, id LIMIT 2 OFFSET ?`,
+      args: [...args, limit - 1],
+    },
+    tail: {
+      sql: `SELECT ${stamp}, id ${filtered} ORDER BY ${stamp} DESC, id DESC LIMIT 1`,
+      args,
+    },
+    bodies: (last) => ({
+      // The ordered subquery is not flattened into the aggregate (SQLite does not flatten an
+      // ORDERed subquery into an aggregate query), so group_concat receives the rows in order.
+      sql:
+        `SELECT group_concat(${body}, ',') FROM (SELECT ${body} ${filtered} ` +
+        `AND (${stamp}, id) <= (?, ?) ORDER BY ${stamp}, id)`,
+      args: [...args, ...last],
+    }),
   }
 }
 

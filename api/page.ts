@@ -3,15 +3,25 @@
 
 const DAY_MS = 86_400_000
 
-/** `{"data":[...],"nextCursor":...}` from the stored bodies of one page. */
-export function listBody(bodies: readonly string[], nextCursor: string | null): string {
+const LIST_HEAD = Buffer.from('{"data":[')
+const DETAIL_HEAD = Buffer.from('{"data":')
+const CLOSE = Buffer.from('}')
+
+// Bodies are sent as bytes: a large string written to a socket costs more than its encoding here.
+
+/**
+ * `{"data":[...],"nextCursor":...}` around the stored bodies of one page, already joined with
+ * commas (by SQLite's group_concat, or by `bodies.join(',')`).
+ */
+export function listBody(joinedBodies: string, nextCursor: string | null): Buffer {
   const cursor = nextCursor === null ? 'null' : JSON.stringify(nextCursor)
-  return `{"data":[${bodies.join(',')}],"nextCursor":${cursor}}`
+  const tail = Buffer.from(`],"nextCursor":${cursor}}`)
+  return Buffer.concat([LIST_HEAD, Buffer.from(joinedBodies), tail])
 }
 
-/** `{"data":...}` from one stored body. */
-export function detailBody(body: string): string {
-  return `{"data":${body}}`
+/** `{"data":...}` around one stored body. */
+export function detailBody(body: string): Buffer {
+  return Buffer.concat([DETAIL_HEAD, Buffer.from(body), CLOSE])
 }
 
 /**

@@ -24,12 +24,13 @@ export interface KeyRecord {
   billingStatus: string | null
 }
 
+type LookupRow = { state: string | null } & { [K in keyof KeyRecord]: KeyRecord[K] | null }
+
 export class ServedGeneration {
   readonly name: string
   readonly organizations: OrganizationFiles
   readonly #control: SqliteDatabase
-  readonly #keyByHash: Statement<[string], KeyRecord>
-  readonly #state: Statement<[], string>
+  readonly #lookup: Statement<[string], LookupRow>
   #references = 0
   #retired = false
   #closed = false
@@ -37,36 +38,35 @@ export class ServedGeneration {
   constructor(gen: Generation, control: SqliteDatabase, openFilesMax: number, log: Logger) {
     this.name = gen.name
     this.#control = control
-    // Preparing reads the schema: a file that is not (yet) a control database fails here.
-    this.#keyByHash = control.prepare(
-      `SELECT k.id AS id, k.organization_id AS organizationId, k.scopes AS scopes,
+    // One statement (one read of control.db) per request: the replica's state, and the key with
+    // its organization. Preparing reads the schema: a file that is not (yet) a control database
+    // fails here.
+    this.#lookup = control.prepare(
+      `SELECT (SELECT group_concat(key) FROM replica_state
+                WHERE key IN ('caught_up_at', 'maintenance')) AS state,
+              k.id AS id, k.organization_id AS organizationId, k.scopes AS scopes,
               k.expires_at AS expiresAt, k.revoked_at AS revokedAt,
               o.api_enabled AS apiEnabled, o.billing_status AS billingStatus
-         FROM api_keys k LEFT JOIN organizations o ON o.id = k.organization_id
-        WHERE k.key_hash = ?`,
+         FROM (SELECT 1) LEFT JOIN api_keys k ON k.key_hash = ?
+              LEFT JOIN organizations o ON o.id = k.organization_id`,
     )
-    this.#state = control
-      .prepare<[], string>(
-        `SELECT key FROM replica_state WHERE key IN ('caught_up_at', 'maintenance')`,
-      )
-      .pluck()
     this.organizations = new OrganizationFiles(gen, openFilesMax, log)
   }
 
-  /** Whether the replica may answer: an ApiError (503) when it may not. */
-  readiness(): ApiError | undefined {
-    const keys = this.#controlRead(() => this.#state.all())
-    if (keys.includes('maintenance')) {
-      return unavailable('the API is down for maintenance; try again later')
-    }
-    if (!keys.includes('caught_up_at')) {
-      return temporarilyUnavailable('the replica is loading its first snapshot; try again shortly')
-    }
-    return undefined
-  }
-
-  keyByHash(hash: string): KeyRecord | undefined {
-    return this.#controlRead(() => this.#keyByHash.get(hash))
+  /**
+   * Whether the replica may answer (a 503 ApiError when it may not) and the record of the key
+   * whose hash is given, if any.
+   */
+  lookup(keyHash: string): { notReady: ApiError | undefined; key: KeyRecord | undefined } {
+    const row = this.#controlRead(() => this.#lookup.get(keyHash)) as LookupRow
+    const state = (row.state ?? '').split(',')
+    const notReady = state.includes('maintenance')
+      ? unavailable('the API is down for maintenance; try again later')
+      : state.includes('caught_up_at')
+        ? undefined
+        : temporarilyUnavailable('the replica is loading its first snapshot; try again shortly')
+    const { state: _state, ...key } = row
+    return { notReady, key: row.id === null ? undefined : (key as KeyRecord) }
   }
 
   #controlRead<T>(read: () => T): T {

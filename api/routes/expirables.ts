@@ -24,6 +24,6 @@ export function expirableRoutes(app: FastifyInstance, ctx: RouteContext): void {
     const bodies = page.map((row) =>
       expirableBody(row[4] as string, daysBetween(today, row[0] as string), row[3] as string),
     )
-    return sendJson(reply, listBody(bodies, next))
+    return sendJson(reply, listBody(bodies.join(','), next))
   })
 }

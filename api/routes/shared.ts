@@ -67,7 +67,7 @@ export function listRequest(
   return { query, binding, after }
 }
 
-export function sendJson(reply: FastifyReply, body: string): FastifyReply {
+export function sendJson(reply: FastifyReply, body: Buffer | string): FastifyReply {
   return reply.type(JSON_TYPE).send(body)
 }
 
@@ -76,22 +76,16 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
     const { principal, served } = caller(request)
     const view = viewOf(collection, principal)
     const { query, binding, after } = listRequest(ctx, principal, collection.list, view, request, 2)
-    // One row more than the page tells whether another page follows.
-    const sql = pageSql(collection, view, query.filters, after, query.limit + 1)
-    const rows = served.organizations.read(principal.organizationId, (file) => file.rows(sql))
-    const page = rows.slice(0, query.limit)
-    const last = page[page.length - 1]
-    const next =
-      rows.length > query.limit && last !== undefined
-        ? encodeCursor(ctx.cursorSecret, binding, [last[1] as string, last[0] as string])
-        : null
-    return sendJson(
-      reply,
-      listBody(
-        page.map((row) => row[2] as string),
-        next,
-      ),
-    )
+    const page = pageSql(collection, view, query.filters, after, query.limit)
+    const result = served.organizations.read(principal.organizationId, (file) => {
+      const [last, following] = file.rows(page.edge) as [string, string][]
+      const end = last ?? (file.rows(page.tail)[0] as [string, string] | undefined)
+      if (end === undefined) return { bodies: '', next: null }
+      const bodies = file.value(page.bodies(end)) as string
+      const more = following !== undefined
+      return { bodies, next: more ? encodeCursor(ctx.cursorSecret, binding, end) : null }
+    })
+    return sendJson(reply, listBody(result.bodies, result.next))
   })
 }
 

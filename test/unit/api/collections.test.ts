@@ -15,32 +15,47 @@ function organizationFile() {
   return db
 }
 
+const plan = (db: Database.Database, sql: string, args: readonly unknown[]) =>
+  db
+    .prepare(`EXPLAIN QUERY PLAN ${sql}`)
+    .all(...args)
+    .map((r) => (r as { detail: string }).detail)
+    .join(' | ')
+
 describe('pageSql', () => {
-  it('resumes from the later of updated_since and the cursor', () => {
+  it('starts after the later of updated_since and the cursor', () => {
     const since = '2026-01-02T00:00:00.000Z'
     const early = pageSql(
       collections.providers,
       'base',
       { updatedSince: since },
       ['2026-01-01T00:00:00.000Z', 'z'],
-      51,
+      50,
     )
-    expect(early.args).toEqual([since, '', 51])
+    expect(early.edge.args).toEqual([since, '', 49])
+    expect(early.tail.args).toEqual([since, ''])
     const late = pageSql(
       collections.providers,
       'base',
       { updatedSince: since },
       ['2026-01-03T00:00:00.000Z', 'b'],
-      51,
+      50,
     )
-    expect(late.args).toEqual(['2026-01-03T00:00:00.000Z', 'b', 51])
+    expect(late.edge.args).toEqual(['2026-01-03T00:00:00.000Z', 'b', 49])
+    expect(late.bodies(['2026-01-04T00:00:00.000Z', 'c']).args).toEqual([
+      '2026-01-03T00:00:00.000Z',
+      'b',
+      '2026-01-04T00:00:00.000Z',
+      'c',
+    ])
   })
 
   it('tests each filter on its column and reads the sensitive variant by its own stamp', () => {
-    const sql = pageSql(collections.providers, 'sensitive', { active: false }, undefined, 10)
-    expect(sql.sql).toContain('is_active = ?')
-    expect(sql.sql).toContain('ORDER BY sensitive_updated_at, id')
-    expect(sql.args).toEqual([0, '', '', 10])
+    const page = pageSql(collections.providers, 'sensitive', { active: false }, undefined, 10)
+    expect(page.edge.sql).toContain('is_active = ?')
+    expect(page.edge.sql).toContain('ORDER BY sensitive_updated_at, id')
+    expect(page.edge.args).toEqual([0, '', '', 9])
+    expect(page.bodies(['x', 'y']).sql).toContain('group_concat(sensitive_body')
     const enrollments = pageSql(
       collections['group-enrollments'],
       'base',
@@ -48,26 +63,65 @@ describe('pageSql', () => {
       undefined,
       5,
     )
-    expect(enrollments.sql).toMatch(/status = \? AND payer_key = \? AND provider_group_id = \?/)
+    expect(enrollments.edge.sql).toMatch(
+      /status = \? AND payer_key = \? AND provider_group_id = \?/,
+    )
   })
 
-  it('prepares against the real schema and walks through the page index', () => {
+  it('reads through the page indexes, without sorting', () => {
     const db = organizationFile()
     for (const collection of Object.values(collections)) {
       for (const view of ['base', 'sensitive'] as const) {
-        const { sql, args } = pageSql(collection, view, {}, undefined, 5)
-        const plan = db
-          .prepare(`EXPLAIN QUERY PLAN ${sql}`)
-          .all(...args)
-          .map((r) => (r as { detail: string }).detail)
-          .join(' ')
-        expect(plan).toMatch(/USING (COVERING )?INDEX/)
-        expect(plan).not.toMatch(/TEMP B-TREE/)
+        const page = pageSql(collection, view, {}, undefined, 5)
+        for (const { sql, args } of [page.edge, page.tail, page.bodies(['z', 'z'])]) {
+          const text = plan(db, sql, args)
+          expect(text).toMatch(/USING (COVERING )?INDEX/)
+          expect(text).not.toMatch(/TEMP B-TREE/)
+        }
       }
     }
     const { sql, args } = expirablesSql('2026-01-01', '2027-01-01', undefined, 5)
-    const plan = db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...args)
-    expect(JSON.stringify(plan)).toContain('doc_expirables_page')
+    expect(plan(db, sql, args)).toContain('doc_expirables_page')
+    db.close()
+  })
+
+  it('joins the bodies of a page in page order, whatever order they were written in', () => {
+    const db = organizationFile()
+    const insert = db.prepare(
+      `INSERT INTO doc_documents (id, updated_at, hash, body, provider_id, provider_group_id)
+       VALUES (?, ?, 'h', ?, ?, NULL)`,
+    )
+    const rows = Array.from({ length: 40 }, (_, i) => ({
+      id: `id-${String((i * 7919) % 40).padStart(2, '0')}`,
+      stamp: `2026-01-01T00:00:${String(i % 6).padStart(2, '0')}.000Z`,
+      provider: i % 2 === 0 ? 'p' : 'q',
+    }))
+    for (const r of [...rows].sort(() => Math.random() - 0.5)) {
+      insert.run(r.id, r.stamp, JSON.stringify({ id: r.id }), r.provider)
+    }
+    for (const filters of [{}, { providerId: 'p' }]) {
+      const expected = rows
+        .filter((r) => !('providerId' in filters) || r.provider === 'p')
+        .sort((a, b) => (a.stamp + a.id < b.stamp + b.id ? -1 : 1))
+      const page = pageSql(collections.documents, 'base', filters, undefined, 15)
+      const all = (sql: { sql: string; args: readonly unknown[] }) =>
+        db
+          .prepare(sql.sql)
+          .raw(true)
+          .all(...sql.args) as [string, string][]
+      const position = (r: { stamp: string; id: string }) => [r.stamp, r.id]
+      expect(all(page.edge)).toEqual(expected.slice(14, 16).map(position))
+      expect(all(page.tail)).toEqual(expected.slice(-1).map(position))
+      const last = all(page.edge)[0] as [string, string]
+      const bodies = page.bodies(last)
+      const joined = db
+        .prepare(bodies.sql)
+        .pluck()
+        .get(...bodies.args) as Buffer
+      expect(JSON.parse(`[${joined.toString()}]`)).toEqual(
+        expected.slice(0, 15).map((r) => ({ id: r.id })),
+      )
+    }
     db.close()
   })
 })

@@ -11,15 +11,15 @@ import {
 
 describe('page assembly', () => {
   it('joins stored bodies into the list envelope', () => {
-    expect(JSON.parse(listBody(['{"id":"a"}', '{"id":"b"}'], 'c.d'))).toEqual({
+    expect(JSON.parse(listBody('{"id":"a"},{"id":"b"}', 'c.d').toString())).toEqual({
       data: [{ id: 'a' }, { id: 'b' }],
       nextCursor: 'c.d',
     })
-    expect(listBody([], null)).toBe('{"data":[],"nextCursor":null}')
+    expect(listBody('', null).toString()).toBe('{"data":[],"nextCursor":null}')
   })
 
   it('wraps one stored body in the detail envelope', () => {
-    expect(detailBody('{"id":"a"}')).toBe('{"data":{"id":"a"}}')
+    expect(detailBody('{"id":"a"}').toString()).toBe('{"data":{"id":"a"}}')
   })
 
   it('completes a stored expirable body with the day count and stamp', () => {

@@ -1,0 +1,263 @@
+// Benchmark of the api (`npm run bench:api`): an organization of 10,000 providers (stored bodies
+// of 2-3 KB, written the way the projector writes them) in a temporary data directory, the api as
+// a child process, and autocannon in another child process, for:
+//   list    first page of 50 providers
+//   cursor  a page of 50 by cursor, from the middle of the list
+//   since   a page of 50 with updated_since in the middle of the list
+//   detail  one provider
+//   bare    a bare Fastify route (its own child process) returning a constant body of the size
+//           of a list page: the ceiling the list is compared with
+// then the list page again at half its saturation rate, for latency without queueing.
+// Prints the figures, then one line of JSON:
+//   {"listRps","bareRps","listP50Ms","listP99Ms","cursorRps","detailRps"}
+import { type ChildProcess, spawn } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
+import { readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { availableParallelism } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { setTimeout as sleep } from 'node:timers/promises'
+import Fastify from 'fastify'
+import { allScopes, ReplicaFixture, stamp } from '../test/integration/api/fixtures.ts'
+
+const repoRoot = fileURLToPath(new URL('..', import.meta.url))
+const autocannonBin = join(repoRoot, 'node_modules/.bin/autocannon')
+const PROVIDERS = 10_000
+const DURATION_S = Number(process.env.BENCH_DURATION_SECONDS ?? 8)
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16)
+
+// `tsx bench/api.ts --bare <port> <bodyFile>`: the bare server, run in its own process.
+if (process.argv[2] === '--bare') {
+  const body = readFileSync(process.argv[4] as string)
+  const app = Fastify()
+  app.get('/bare', (_request, reply) => reply.type('application/json; charset=utf-8').send(body))
+  await app.listen({ host: '127.0.0.1', port: Number(process.argv[3]) })
+} else {
+  await main()
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address()
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
+    })
+  })
+}
+
+function buildOrganization(): { replica: ReplicaFixture; key: string; ids: string[] } {
+  const replica = ReplicaFixture.create()
+  const org = replica.organization()
+  const ids: string[] = []
+  const insert = org.db.transaction(() => {
+    for (let i = 0; i < PROVIDERS; i++) {
+      const { sensitive } = org.provider(
+        {
+          lastName: `Provider${i}`,
+          secondarySpecialty: i % 2 === 0 ? 'Internal Medicine' : null,
+          secondarySpecialtyTaxonomyCode: i % 2 === 0 ? '207R00000X' : null,
+          groupMemberships: Array.from({ length: 1 + (i % 3) }, (_, g) => ({
+            providerGroupId: randomUUID(),
+            name: `Regional Medical Group ${g}`,
+            npi: '1999999984',
+            tin: '123456789',
+          })),
+          providerIds: Array.from({ length: 3 + (i % 3) }, (_, n) => ({
+            id: randomUUID(),
+            type: ['dea', 'state_license', 'board_certification', 'cds', 'malpractice'][
+              n
+            ] as string,
+            value: `ID-${i}-${n}-${randomUUID().slice(0, 8)}`,
+            issuedOn: '2021-03-01',
+            expiresOn: '2027-03-01',
+            metadata: { state: 'IL', verifiedBy: 'primary_source', note: 'verified annually' },
+          })),
+        },
+        // 20 stamps share each second: ties are ordered by id, as in real bursts.
+        { updatedAt: stamp(Math.floor(i / 20)) },
+      )
+      ids.push(sensitive.id)
+    }
+  })
+  insert()
+  const key = replica.key(org.id, {
+    scopes: allScopes.filter((s) => s !== 'providers:read:sensitive'),
+  }).raw
+  replica.publish()
+  return { replica, key, ids }
+}
+
+/** A TypeScript entry point in its own Node process (one process, so its CPU time is its own). */
+function startChild(args: string[], env: Record<string, string>): ChildProcess {
+  return spawn(process.execPath, ['--import', 'tsx', ...args], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  })
+}
+
+async function waitFor(url: string, headers: Record<string, string> = {}): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    try {
+      const response = await fetch(url, { headers })
+      if (response.ok) return
+    } catch {
+      // not up yet
+    }
+    await sleep(100)
+  }
+  throw new Error(`${url} did not come up`)
+}
+
+interface Result {
+  /** CPU time (user + system) of the server process per request, in ms. */
+  cpuMsPerRequest: number
+  rps: number
+  p50: number
+  p99: number
+  errors: number
+  non2xx: number
+  bytesPerRequest: number
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc. */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+  return (Number(fields[11]) + Number(fields[12])) / 100 // utime, stime in clock ticks (USER_HZ 100)
+}
+
+async function autocannon(
+  url: string,
+  key: string | undefined,
+  server: ChildProcess,
+  rate?: number,
+): Promise<Result> {
+  const cpuBefore = cpuSeconds(server.pid as number)
+  const args = ['--json', '-c', String(CONNECTIONS), '-d', String(DURATION_S)]
+  if (key !== undefined) args.push('-H', `authorization=Bearer ${key}`)
+  if (rate !== undefined) args.push('-R', String(rate))
+  args.push(url)
+  const child = spawn(autocannonBin, args, { stdio: ['ignore', 'pipe', 'ignore'] })
+  let out = ''
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+  await new Promise((resolve) => child.on('exit', resolve))
+  const cpu = cpuSeconds(server.pid as number) - cpuBefore
+  const r = JSON.parse(out) as {
+    requests: { average: number; total: number }
+    latency: { p50: number; p99: number }
+    throughput: { total: number }
+    errors: number
+    non2xx: number
+  }
+  return {
+    cpuMsPerRequest: r.requests.total > 0 ? Math.round((cpu * 1e6) / r.requests.total) / 1000 : 0,
+    rps: Math.round(r.requests.average),
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    errors: r.errors,
+    non2xx: r.non2xx,
+    bytesPerRequest: r.requests.total > 0 ? Math.round(r.throughput.total / r.requests.total) : 0,
+  }
+}
+
+async function main(): Promise<void> {
+  process.stdout.write(`building an organization of ${PROVIDERS} providers...\n`)
+  const { replica, key, ids } = buildOrganization()
+  const [port, adminPort, barePort] = [await freePort(), await freePort(), await freePort()]
+  const children: ChildProcess[] = []
+  const bodyFile = join(replica.dataDir, 'bare-body.json')
+  try {
+    children.push(
+      startChild(['api/main.ts'], {
+        DATA_DIR: replica.dataDir,
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        ADMIN_PORT: String(adminPort),
+        LOG_LEVEL: 'warn',
+        RATE_LIMIT_PER_KEY: '1000000000',
+        RATE_LIMIT_PER_ORGANIZATION: '1000000000',
+      }),
+    )
+    const base = `http://127.0.0.1:${port}/api/v1`
+    const auth = { authorization: `Bearer ${key}` }
+    await waitFor(`${base}/providers?limit=1`, auth)
+
+    const firstPage = await (await fetch(`${base}/providers?limit=50`, { headers: auth })).text()
+    // A cursor from the middle of the list: walk half of it in pages of 200.
+    let middle = ''
+    for (let page = 0; page < PROVIDERS / 400; page++) {
+      const query = middle === '' ? '' : `&cursor=${middle}`
+      const response = await fetch(`${base}/providers?limit=200${query}`, { headers: auth })
+      middle = ((await response.json()) as { nextCursor: string }).nextCursor
+    }
+    writeFileSync(bodyFile, firstPage)
+    children.push(startChild(['bench/api.ts', '--bare', String(barePort), bodyFile], {}))
+    await waitFor(`http://127.0.0.1:${barePort}/bare`)
+
+    const urls = {
+      list: `${base}/providers?limit=50`,
+      cursor: `${base}/providers?limit=50&cursor=${middle}`,
+      since: `${base}/providers?limit=50&updated_since=${encodeURIComponent(stamp(PROVIDERS / 40))}`,
+      detail: `${base}/providers/${ids[PROVIDERS / 2]}`,
+      bare: `http://127.0.0.1:${barePort}/bare`,
+    }
+    process.stdout.write(
+      `page of 50: ${firstPage.length} bytes; ${CONNECTIONS} connections, ${DURATION_S} s per run\n`,
+    )
+    const [apiProcess, bareProcess] = children as [ChildProcess, ChildProcess]
+    // Warm up both servers (JIT, page cache) before measuring.
+    await autocannon(urls.list, key, apiProcess)
+    await autocannon(urls.bare, undefined, bareProcess)
+
+    const results: Record<string, Result> = {}
+    for (const [name, url] of Object.entries(urls)) {
+      results[name] = await autocannon(
+        url,
+        name === 'bare' ? undefined : key,
+        name === 'bare' ? bareProcess : apiProcess,
+      )
+    }
+    const half = Math.max(1, Math.round((results.list as Result).rps / 2))
+    results.listHalf = await autocannon(urls.list, key, apiProcess, half)
+
+    for (const [name, r] of Object.entries(results)) {
+      process.stdout.write(
+        `${name.padEnd(8)} ${String(r.rps).padStart(7)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms` +
+          `  server cpu ${r.cpuMsPerRequest} ms/req  ${r.bytesPerRequest} B/req` +
+          `  errors ${r.errors}  non-2xx ${r.non2xx}\n`,
+      )
+    }
+    const list = results.list as Result
+    const bare = results.bare as Result
+    const listHalf = results.listHalf
+    const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
+    process.stdout.write(
+      `machine load average ${load} (cores: ${availableParallelism()}); server CPU per request ` +
+        `list/bare ${(list.cpuMsPerRequest / bare.cpuMsPerRequest).toFixed(2)}x\n` +
+        `list/bare ${((100 * list.rps) / bare.rps).toFixed(1)}% (target >= 50%); ` +
+        `p99 at ${half} req/s (half saturation) ${listHalf.p99} ms (target < 10 ms)\n`,
+    )
+    process.stdout.write(
+      `${JSON.stringify({
+        listRps: list.rps,
+        bareRps: bare.rps,
+        listP50Ms: listHalf.p50,
+        listP99Ms: listHalf.p99,
+        cursorRps: (results.cursor as Result).rps,
+        detailRps: (results.detail as Result).rps,
+      })}\n`,
+    )
+  } finally {
+    for (const child of children) child.kill('SIGTERM')
+    await Promise.all(
+      children.map((c) =>
+        c.exitCode === null ? new Promise((resolve) => c.once('exit', resolve)) : Promise.resolve(),
+      ),
+    )
+    replica.destroy()
+    rmSync(bodyFile, { force: true })
+  }
+}
