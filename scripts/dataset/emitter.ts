@@ -8,6 +8,8 @@ import {
   TABLE_NAMES,
   envelope,
   sequenceJson,
+  sourceMiddle,
+  sourceTail,
   tableCodec,
 } from './debezium.ts'
 import { Rng } from './prng.ts'
@@ -47,8 +49,14 @@ interface TxEvent {
   readonly sequence: string
 }
 
-export type SnapshotMarker =
-  'first' | 'first_in_data_collection' | 'true' | 'last_in_data_collection' | 'last'
+const SNAPSHOT_MARKERS = [
+  'first',
+  'first_in_data_collection',
+  'true',
+  'last_in_data_collection',
+  'last',
+] as const
+export type SnapshotMarker = (typeof SNAPSHOT_MARKERS)[number]
 
 export class Emitter {
   readonly codecs: Record<TableName, TableCodec>
@@ -59,7 +67,9 @@ export class Emitter {
   private readUs: number
   private readonly snapshotLsn: number
   private readonly snapshotTxId: number
-  private readonly snapshotSequence: string
+  /** Constant parts of snapshot `source` blocks, by marker and by table. */
+  private readonly snapshotMiddles: Record<SnapshotMarker, string>
+  private readonly snapshotTails: Record<TableName, string>
   private lsn: number
   /** LSN of the current transaction's first change; null before the first commit streamed. */
   private txStartLsn: number | null = null
@@ -67,13 +77,24 @@ export class Emitter {
   private txId: number
   /** Commit time of the current (or last) transaction. */
   clockUs: number
+  /** The connector's clock (the envelope's ts_*): never goes back. */
+  private processedUs = 0
   private tx: TxEvent[] = []
   /** Records ready to hand out, in order. */
   private out: RecordParts[] = []
   /** The latest snapshot read of the current section, held until its marker is known. */
   private pending: Pending | undefined
 
-  constructor(prefix: string, seed: number, snapshotUs: number) {
+  /**
+   * `txGapUs`: mean time between streamed transactions (the generator sizes it so the stream
+   * ends before `now`).
+   */
+  constructor(
+    prefix: string,
+    seed: number,
+    snapshotUs: number,
+    private readonly txGapUs = 200_000,
+  ) {
     this.codecs = Object.fromEntries(TABLE_NAMES.map((t) => [t, tableCodec(prefix, t)])) as Record<
       TableName,
       TableCodec
@@ -82,7 +103,13 @@ export class Emitter {
     this.readUs = snapshotUs
     this.snapshotLsn = 24_000_000 + this.clockRng.int(8_000_000) * 8
     this.snapshotTxId = 700 + this.clockRng.int(300)
-    this.snapshotSequence = sequenceJson(null, this.snapshotLsn)
+    const sequence = sequenceJson(null, this.snapshotLsn)
+    this.snapshotMiddles = Object.fromEntries(
+      SNAPSHOT_MARKERS.map((m) => [m, sourceMiddle(m, sequence)]),
+    ) as Record<SnapshotMarker, string>
+    this.snapshotTails = Object.fromEntries(
+      TABLE_NAMES.map((t) => [t, sourceTail(t, this.snapshotTxId, this.snapshotLsn)]),
+    ) as Record<TableName, string>
     this.lsn = this.snapshotLsn + 4096
     this.txId = this.snapshotTxId + 1
     this.clockUs = snapshotUs
@@ -103,11 +130,6 @@ export class Emitter {
     const out = this.out
     this.out = []
     return out
-  }
-
-  /** Where each topic's offsets stand: the count of records written to it. */
-  topicOffsets(): Record<string, number> {
-    return Object.fromEntries([...this.offsets].map(([t, n]) => [this.codecs[t].topic, n]))
   }
 
   // ---- snapshot -------------------------------------------------------------------------------
@@ -154,12 +176,10 @@ export class Emitter {
     const offset = this.nextOffset(pending.table)
     const source = codec.source(
       pending.readUs,
-      marker,
-      this.snapshotSequence,
-      this.snapshotTxId,
-      this.snapshotLsn,
+      this.snapshotMiddles[marker],
+      this.snapshotTails[pending.table],
     )
-    const processedUs = pending.readUs + 40_000 + (offset % 997) * 31
+    const processedUs = this.processed(pending.readUs + 40_000, 3)
     return {
       codec,
       offset,
@@ -167,6 +187,12 @@ export class Emitter {
       payload: envelope('r', 'null', pending.after, source, processedUs, offset % 1000),
       op: 'r',
     }
+  }
+
+  /** When the connector handles an event: not before `earliest`, and after the previous one. */
+  private processed(earliestUs: number, stepUs: number): number {
+    this.processedUs = Math.max(this.processedUs + stepUs, earliestUs)
+    return this.processedUs
   }
 
   /** Streaming starts a little after the snapshot's last read. */
@@ -179,7 +205,7 @@ export class Emitter {
   begin(): number {
     this.tx = []
     this.txStartLsn = null
-    this.clockUs += 15_000 + this.clockRng.int(400_000)
+    this.clockUs += 1 + this.clockRng.int(2 * this.txGapUs)
     this.txId += 1 + this.clockRng.int(3)
     return this.clockUs
   }
@@ -232,8 +258,12 @@ export class Emitter {
     for (const event of events) {
       const codec = this.codecs[event.table]
       const offset = this.nextOffset(event.table)
-      const source = codec.source(this.clockUs, 'false', event.sequence, this.txId, event.lsn)
-      const processedUs = this.clockUs + 30_000 + this.clockRng.int(600_000)
+      const source = codec.source(
+        this.clockUs,
+        sourceMiddle('false', event.sequence),
+        sourceTail(event.table, this.txId, event.lsn),
+      )
+      const processedUs = this.processed(this.clockUs + 30_000 + this.clockRng.int(300_000), 50)
       out.push({
         codec,
         offset,

@@ -123,7 +123,10 @@ function resolve(options: DatasetOptions): Resolved {
 /** Every record in output order, in batches, in parts (the writer copies constant parts). */
 function* generateBatches(options: DatasetOptions): Generator<RecordParts[]> {
   const { ctx, prefix, rounds, onboardPerRound } = resolve(options)
-  const emitter = new Emitter(prefix, ctx.seed, ctx.snapshotUs)
+  // About one transaction per provider and round: spread them over the 12 hours to `now`.
+  const transactions = ctx.organizations * ctx.providerSlots * Math.max(1, rounds)
+  const gapUs = Math.max(1000, Math.min(200_000, Math.floor((11 * 3_600_000_000) / transactions)))
+  const emitter = new Emitter(prefix, ctx.seed, ctx.snapshotUs, gapUs)
   yield* snapshot(ctx, emitter)
   yield* stream(ctx, emitter, { rounds, onboardPerRound })
 }

@@ -21,9 +21,6 @@ const PLAN = {
   expiry: 25,
 }
 
-/** Sub-index spaces (uuid `b`) for rows created while streaming, clear of the snapshot's. */
-export const STREAM_SUB_BASE = 40_000
-
 export const SCOPES_ALL = [
   'providers:read',
   'providers:read:sensitive',
@@ -199,7 +196,7 @@ export function apiKeyRow(org: OrgPlan, key: KeyPlan): Row {
   }
 }
 
-export function portalLoginRow(ctx: Ctx, org: OrgPlan, n: number, atUs?: number): Row {
+export function portalLoginRow(ctx: Ctx, org: OrgPlan, n: number): Row {
   const rng = rngFor(ctx.seed, T.payer_portal_logins, org.o, n)
   const createdUs = between(rng, org.createdUs, ctx.snapshotUs - DAY_US)
   return {
@@ -209,7 +206,7 @@ export function portalLoginRow(ctx: Ctx, org: OrgPlan, n: number, atUs?: number)
     username: `portal_${rng.hex(10)}`,
     password_cipher: `v1:aes-256-gcm:${Buffer.from(rng.hex(48), 'hex').toString('base64')}`,
     created_at: ts(createdUs),
-    updated_at: ts(atUs ?? between(rng, createdUs, ctx.snapshotUs)),
+    updated_at: ts(between(rng, createdUs, ctx.snapshotUs)),
   }
 }
 
@@ -601,6 +598,26 @@ export function identifierExpiry(
   }
 }
 
+const LICENSE_PREFIXES: Record<V.ProviderType, string> = {
+  MD: 'MD',
+  DO: 'DO',
+  NP: 'NP',
+  PA: 'PA',
+  LCSW: 'LCS',
+}
+
+/** ABMS, AOA, ...: the initials of each board's name. */
+const BOARD_ACRONYMS = Object.fromEntries(
+  Object.entries(V.BOARDS).map(([type, board]) => [
+    type,
+    board
+      .split(' ')
+      .filter((w) => /^[A-Z]/.test(w))
+      .map((w) => w[0])
+      .join(''),
+  ]),
+) as Record<V.ProviderType, string>
+
 export function providerIdentifierRow(
   ctx: Ctx,
   org: OrgPlan,
@@ -620,16 +637,13 @@ export function providerIdentifierRow(
   const expires = identifierExpiry(ctx, org, plan.i, j, type)
   let metadata: Record<string, string | number> = { state, status: 'active' }
   switch (type) {
-    case 'state_license':
-      value = `${plan.type === 'LCSW' ? 'LCS' : state === 'CA' ? 'A' : plan.type === 'DO' ? 'DO' : 'MD'}${rng.digits(6)}`
-      if (plan.type === 'NP') value = `NP${rng.digits(6)}`
-      if (plan.type === 'PA') value = `PA${rng.digits(5)}`
-      metadata = {
-        state,
-        status: 'active',
-        license_type: plan.type === 'LCSW' ? 'LCSW' : plan.type,
-      }
+    case 'state_license': {
+      // California physician licenses read A123456; elsewhere a type prefix and digits.
+      const physicianInCa = state === 'CA' && (plan.type === 'MD' || plan.type === 'DO')
+      value = (physicianInCa ? 'A' : LICENSE_PREFIXES[plan.type]) + rng.digits(6)
+      metadata = { state, status: 'active', license_type: plan.type }
       break
+    }
     case 'dea':
       value = deaNumber(
         plan.type === 'MD' || plan.type === 'DO' ? rng.pick(['A', 'B', 'F']) : 'M',
@@ -640,10 +654,7 @@ export function providerIdentifierRow(
       break
     case 'board_certification': {
       const specialty = plan.specialties[0]!.name
-      value = `${V.BOARDS[plan.type]
-        .split(' ')
-        .map((w) => w[0])
-        .join('')}-${rng.digits(6)}`
+      value = `${BOARD_ACRONYMS[plan.type]}-${rng.digits(6)}`
       metadata = { board: V.BOARDS[plan.type], status: 'certified', specialty }
       break
     }
@@ -803,7 +814,7 @@ export function enrollmentRow(
 }
 
 /** How far along the checklist an enrollment in a status is. */
-export function completedCount(status: V.EnrollmentStatus, total: number, rng: Rng): number {
+function completedCount(status: V.EnrollmentStatus, total: number, rng: Rng): number {
   switch (status) {
     case 'not_started':
       return 0
@@ -820,7 +831,7 @@ export function completedCount(status: V.EnrollmentStatus, total: number, rng: R
   }
 }
 
-export function requirementId(ctx: Ctx, org: OrgPlan, i: number, e: number, k: number): string {
+function requirementId(ctx: Ctx, org: OrgPlan, i: number, e: number, k: number): string {
   return uuidFor(ctx.seed, T.enrollment_requirements, org.o, i, e * 64 + k)
 }
 

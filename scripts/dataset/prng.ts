@@ -118,8 +118,8 @@ export function rngFor(seed: number, table: number, org: number, a = 0, b = 0): 
 
 const HEX_CODES = Array.from('0123456789abcdef', (ch) => ch.charCodeAt(0))
 const DASH = 45
-/** Scratch for uuidFor: building from char codes gives a flat string, not a rope of pieces. */
-const uuidCodes: number[] = Array.from({ length: 36 }, () => DASH)
+/** Scratch for uuidFor: decoding bytes gives a flat string, not a rope of pieces. */
+const uuidCodes = Buffer.alloc(36, DASH)
 
 function putHex(pos: number, value: number, nibbles: number): void {
   for (let k = nibbles - 1; k >= 0; k--) {
@@ -162,7 +162,7 @@ export function uuidFor(seed: number, table: number, org: number, a: number, b =
   putHex(20, (d >>> 8) & 0xfff, 3)
   putHex(24, d & 0xffff, 4)
   putHex(28, right, 8)
-  return String.fromCharCode(...uuidCodes)
+  return uuidCodes.toString('latin1')
 }
 
 export const UUID_LIMITS = { table: 32, org: 1 << 19, a: 1 << 24, b: 1 << 16 } as const

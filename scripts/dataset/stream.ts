@@ -1,7 +1,7 @@
 // Streamed changes after the snapshot: what credentialing teams do in a working day. Each round
-// visits every organization; each change is one transaction. Rows are rebuilt from their plans
-// when a change needs them; only what changed is kept, so memory grows with the number of
-// changes, not with the dataset.
+// visits every provider and group of an organization and rolls the dice for each kind of change;
+// each change is one transaction. Rows are rebuilt from their plans when a change needs them and
+// only what changed is kept, one organization at a time.
 import { type Row, type TableName, type Value, jsonbText } from './debezium.ts'
 import type { Emitter, RecordParts } from './emitter.ts'
 import * as M from './model.ts'
@@ -91,10 +91,10 @@ const today = (us: number) => Math.floor(us / M.DAY_US)
 
 class World {
   /**
-   * Rows changed while streaming, by id: the columns that differ from the row's rebuild, as JSON
-   * (whole rows for inserts). Far smaller than keeping rows, and read back rarely.
+   * Rows changed while streaming, by id: only the columns that differ from the row's rebuild
+   * (whole rows for inserts). This organization's only, so it stays small.
    */
-  private readonly changed = new Map<string, string>()
+  private readonly changed = new Map<string, Row>()
   private readonly deleted = new Set<string>()
   /** Rebuilds made while visiting the current entity: what `put` diffs against. */
   private readonly bases = new Map<string, Row>()
@@ -110,13 +110,12 @@ class World {
   private current(id: string, base: Row): Row {
     this.bases.set(id, base)
     const changes = this.changed.get(id)
-    return changes === undefined ? base : { ...base, ...(JSON.parse(changes) as Row) }
+    return changes === undefined ? base : { ...base, ...changes }
   }
 
   /** One column of a row changed while streaming; undefined when no change touched it. */
   private changedValue(id: string, column: string): Value | undefined {
-    const changes = this.changed.get(id)
-    return changes === undefined ? undefined : (JSON.parse(changes) as Row)[column]
+    return this.changed.get(id)?.[column]
   }
 
   private latest(row: Row): Row {
@@ -134,9 +133,7 @@ class World {
     if (WRITE_ONLY.has(table)) return
     const id = row.id as string
     const base = this.bases.get(id)
-    const json = JSON.stringify(base === undefined ? row : diff(base, row))
-    json.charCodeAt(0) // flattens the rope JSON.stringify builds: a third of the memory
-    this.changed.set(id, json)
+    this.changed.set(id, base === undefined ? row : diff(base, row))
   }
 
   private remove(table: TableName, id: string): void {
