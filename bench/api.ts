@@ -13,12 +13,12 @@
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { createServer } from 'node:net'
 import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Fastify from 'fastify'
+import { freePort } from '../test/harness/process.ts'
 import { allScopes, ReplicaFixture, stamp } from '../test/integration/api/fixtures.ts'
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url))
@@ -35,17 +35,6 @@ if (process.argv[2] === '--bare') {
   await app.listen({ host: '127.0.0.1', port: Number(process.argv[3]) })
 } else {
   await main()
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0))
-    })
-  })
 }
 
 function buildOrganization(): { replica: ReplicaFixture; key: string; ids: string[] } {

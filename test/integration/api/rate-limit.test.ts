@@ -2,7 +2,7 @@
 // Retry-After; with REDIS_URL, several api processes count together (a real redis-server).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type OrganizationFixture, ReplicaFixture } from './fixtures.ts'
-import { startRedis, type RunningRedis } from './redis.ts'
+import { startRedis, type StartedRedis } from '../../harness/redis.ts'
 import { type RunningApi, startApi } from './server.ts'
 
 async function errorCode(response: Response): Promise<string> {
@@ -78,7 +78,7 @@ describe('rate limits', () => {
   })
 
   describe('shared through Redis', () => {
-    let redis: RunningRedis
+    let redis: StartedRedis
     let one: RunningApi
     let two: RunningApi
     beforeAll(async () => {
