@@ -6,7 +6,15 @@ import { writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { Kafka, logLevel, type ITopicConfig } from 'kafkajs'
 import { classpath, requireJava, resolveBundle } from './maven.ts'
-import { freePort, HarnessError, makeTempDir, run, startProcess, waitFor } from './process.ts'
+import {
+  freePort,
+  HarnessError,
+  makeTempDir,
+  run,
+  startProcess,
+  waitFor,
+  type ManagedProcess,
+} from './process.ts'
 
 export interface StartedKafka {
   /** host:port bootstrap addresses for kafkajs and Kafka Connect. */
@@ -14,6 +22,15 @@ export interface StartedKafka {
   /** Where the broker logs (a file in its temp dir; in Docker mode, none). */
   logFile: string | undefined
   stop(): Promise<void>
+}
+
+/** A broker that can go away and come back, as a real one does (fault tests). */
+export interface RestartableKafka extends StartedKafka {
+  logFile: string
+  /** Stops the broker process (controlled shutdown), keeping its port and log dir. */
+  stopBroker(): Promise<void>
+  /** Starts it again on the same port and log dir; resolves once it serves. */
+  startBroker(): Promise<void>
 }
 
 /** The cp-kafka image whose Kafka matches the Maven path (Confluent 7.9 = Apache Kafka 3.9). */
@@ -60,6 +77,14 @@ function dockerWorks(): boolean {
 /** Starts a broker: testcontainers where Docker runs (REPLICA_HARNESS_DOCKER=0 opts out). */
 export async function startKafka(): Promise<StartedKafka> {
   return dockerWorks() ? startKafkaInDocker() : startKafkaFromJars()
+}
+
+/**
+ * Starts a broker from the jars even where Docker runs: a container gets a new mapped port when it
+ * restarts, and clients must find the broker again at the address they were given.
+ */
+export async function startRestartableKafka(): Promise<RestartableKafka> {
+  return startKafkaFromJars()
 }
 
 async function startKafkaInDocker(): Promise<StartedKafka> {
@@ -127,7 +152,7 @@ export function jvmFlags(heap: string): string[] {
   ]
 }
 
-async function startKafkaFromJars(): Promise<StartedKafka> {
+async function startKafkaFromJars(): Promise<RestartableKafka> {
   const java = requireJava()
   const jars = await resolveBundle('kafka')
   const tmp = makeTempDir('kafka')
@@ -140,8 +165,11 @@ async function startKafkaFromJars(): Promise<StartedKafka> {
     writeFileSync(log4jFile, LOG4J_PROPERTIES)
     const cp = classpath(jars)
     const jvm = [...jvmFlags('512m'), `-Dlog4j.configuration=file:${log4jFile}`]
-    // KRaft refuses to start on unformatted storage; the cluster id is any random UUID.
-    const clusterId = randomBytes(16).toString('base64url')
+    // KRaft refuses to start on unformatted storage; the cluster id is any random UUID. One that
+    // starts with '-' reads as an option to StorageTool's argument parser (1 start in 64 failed).
+    let clusterId: string
+    do clusterId = randomBytes(16).toString('base64url')
+    while (clusterId.startsWith('-'))
     run(java, [
       ...jvm,
       '-cp',
@@ -154,22 +182,37 @@ async function startKafkaFromJars(): Promise<StartedKafka> {
       propsFile,
     ])
 
-    const broker = startProcess('kafka', java, [...jvm, '-cp', cp, 'kafka.Kafka', propsFile], {
-      logFile,
-    })
     const brokers = [`127.0.0.1:${port}`]
-    try {
-      await waitUntilServing(brokers, 90_000, broker)
-    } catch (error) {
-      await broker.stop()
-      throw error
+    // The same properties (port, log dir) on every start: a restart finds its data again.
+    const launch = async (): Promise<ManagedProcess> => {
+      const proc = startProcess('kafka', java, [...jvm, '-cp', cp, 'kafka.Kafka', propsFile], {
+        logFile,
+      })
+      try {
+        await waitUntilServing(brokers, 90_000, proc)
+      } catch (error) {
+        await proc.stop()
+        throw error
+      }
+      return proc
     }
+    let broker: ManagedProcess | undefined = await launch()
     return {
       brokers,
       logFile,
       async stop() {
-        await broker.stop()
+        await broker?.stop()
+        broker = undefined
         tmp.remove()
+      },
+      async stopBroker() {
+        // A controlled shutdown can outlast the default 15 s on a busy 2-core machine.
+        await broker?.stop(60_000)
+        broker = undefined
+      },
+      async startBroker() {
+        if (broker !== undefined) throw new HarnessError('the Kafka broker is already running')
+        broker = await launch()
       },
     }
   } catch (error) {
