@@ -694,9 +694,11 @@ export function jsonbText(
       break
     }
   }
-  let out = '{'
+  let out = '{"'
   for (let i = 0; i < keys.length; i++) {
-    out += (i === 0 ? '' : ', ') + JSON.stringify(keys[i]) + ': ' + JSON.stringify(object[keys[i]!])
+    const value = object[keys[i]!] ?? null
+    const text = typeof value === 'string' ? '"' + escaped(value) + '"' : JSON.stringify(value)
+    out += (i === 0 ? '' : ', "') + escaped(keys[i]!) + '": ' + text
   }
   return out + '}'
 }

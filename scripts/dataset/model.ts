@@ -704,13 +704,14 @@ export function membershipRow(
   const rng = rngFor(ctx.seed, T.group_memberships, org.o, plan.i, m)
   const createdUs =
     atUs ?? between(rng, plan.createdUs, Math.max(plan.createdUs + 1, ctx.snapshotUs - DAY_US))
+  const createdAt = ts(createdUs)
   return {
     id: membershipId(ctx, org, plan.i, m),
     organization_id: org.id,
     provider_id: plan.id,
     provider_group_id: uuidFor(ctx.seed, T.provider_groups, org.o, g),
-    created_at: ts(createdUs),
-    updated_at: ts(createdUs),
+    created_at: createdAt,
+    updated_at: createdAt,
   }
 }
 
@@ -1057,7 +1058,8 @@ export function documentRow(
   const ext = rng.weighted(DOC_FORMATS[type] ?? PDF_ONLY)
   const uploadedUs =
     atUs ?? between(rng, owner.createdUs, Math.max(owner.createdUs + 1, ctx.snapshotUs - DAY_US))
-  const year = new Date(uploadedUs / 1000).getUTCFullYear()
+  const uploadedAt = ts(uploadedUs)
+  const year = Number(uploadedAt.slice(0, 4))
   const base =
     type === 'cv'
       ? `${owner.label}_CV_${year}`
@@ -1075,10 +1077,10 @@ export function documentRow(
     content_type: V.CONTENT_TYPES[ext],
     size_bytes: ext === 'pdf' ? rng.range(38_000, 4_800_000) : rng.range(120_000, 2_600_000),
     expires_on: expiresOn,
-    uploaded_at: ts(uploadedUs),
+    uploaded_at: uploadedAt,
     storage_key: `s3://credentialing-documents-prod/${org.id}/${id}/${rng.hex(16)}.${ext}`,
-    created_at: ts(uploadedUs),
-    updated_at: ts(uploadedUs),
+    created_at: uploadedAt,
+    updated_at: uploadedAt,
   }
 }
 

@@ -113,7 +113,8 @@ export class Rng {
 
 /** The stream of one entity: same key, same draws. */
 export function rngFor(seed: number, table: number, org: number, a = 0, b = 0): Rng {
-  return new Rng(hashInts(seed, table, org, a, b), hashInts(b, a, org, table, ~seed))
+  const h = hashInts(seed, table, org, a, b)
+  return new Rng(h, mix32(h ^ 0x68e31da4))
 }
 
 const HEX_CODES = Array.from('0123456789abcdef', (ch) => ch.charCodeAt(0))

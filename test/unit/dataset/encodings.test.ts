@@ -110,7 +110,7 @@ describe.runIf(existsSync(FIXTURES))('shapes against real Debezium events', () =
 describe('the projector', () => {
   it('decodes every generated record: changes, tombstones, and portal logins it must skip', () => {
     const kinds = new Map<string, number>()
-    for (const parts of generateRecords({ organizations: 2, providersPerOrganization: 30 })) {
+    for (const parts of generateRecords({ organizations: 2, providersPerOrganization: 60 })) {
       const record = JSON.parse(recordLine(parts)) as {
         topic: string
         partition: number
