@@ -18,6 +18,7 @@ import type { Scope } from '../schema/resources.ts'
 import type { ApiConfig } from '../src/config.ts'
 import type { Logger } from '../src/log.ts'
 import { buildAdmin } from './admin.ts'
+import { ResponseBuffers } from './buffers.ts'
 import {
   authenticate,
   bearerKey,
@@ -186,7 +187,11 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     done()
   })
 
-  const ctx: RouteContext = { cursorSecret: config.cursorSecret, clock }
+  const ctx: RouteContext = {
+    cursorSecret: config.cursorSecret,
+    clock,
+    buffers: new ResponseBuffers(),
+  }
   const openApiDocument = JSON.stringify(buildOpenApiDocument())
   await app.register(
     (v1, _options, done) => {

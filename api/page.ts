@@ -1,27 +1,40 @@
 // Assembling response bodies from the stored JSON text: joined, never parsed and re-serialized.
 // Pure functions.
 
+import type { Allocate } from './buffers.ts'
+
 const DAY_MS = 86_400_000
 
-const LIST_HEAD = Buffer.from('{"data":[')
-const DETAIL_HEAD = Buffer.from('{"data":')
-const CLOSE = Buffer.from('}')
+const fresh: Allocate = (size) => Buffer.allocUnsafe(size)
 
-// Bodies are sent as bytes: a large string written to a socket costs more than its encoding here.
+// Bodies are sent as bytes, encoded once straight into the response buffer: a large string
+// written to a socket, or an extra copy, costs more than the encoding itself.
+function wrap(head: string, content: string, tail: string, allocate: Allocate): Buffer {
+  const headLength = Buffer.byteLength(head)
+  const contentLength = Buffer.byteLength(content)
+  const out = allocate(headLength + contentLength + Buffer.byteLength(tail))
+  out.write(head, 0)
+  out.write(content, headLength)
+  out.write(tail, headLength + contentLength)
+  return out
+}
 
 /**
  * `{"data":[...],"nextCursor":...}` around the stored bodies of one page, already joined with
  * commas (by SQLite's group_concat, or by `bodies.join(',')`).
  */
-export function listBody(joinedBodies: string, nextCursor: string | null): Buffer {
+export function listBody(
+  joinedBodies: string,
+  nextCursor: string | null,
+  allocate: Allocate = fresh,
+): Buffer {
   const cursor = nextCursor === null ? 'null' : JSON.stringify(nextCursor)
-  const tail = Buffer.from(`],"nextCursor":${cursor}}`)
-  return Buffer.concat([LIST_HEAD, Buffer.from(joinedBodies), tail])
+  return wrap('{"data":[', joinedBodies, `],"nextCursor":${cursor}}`, allocate)
 }
 
 /** `{"data":...}` around one stored body. */
-export function detailBody(body: string): Buffer {
-  return Buffer.concat([DETAIL_HEAD, Buffer.from(body), CLOSE])
+export function detailBody(body: string, allocate: Allocate = fresh): Buffer {
+  return wrap('{"data":', body, '}', allocate)
 }
 
 /**

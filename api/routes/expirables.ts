@@ -5,7 +5,7 @@ import { expirables, expirablesSql } from '../collections.ts'
 import { encodeCursor } from '../cursor.ts'
 import { addDays, daysBetween, expirableBody, listBody, utcDate } from '../page.ts'
 import { WITHIN_DAYS } from '../params.ts'
-import { caller, listRequest, sendJson, type RouteContext } from './shared.ts'
+import { caller, listRequest, sendBuilt, type RouteContext } from './shared.ts'
 
 export function expirableRoutes(app: FastifyInstance, ctx: RouteContext): void {
   app.get(expirables.path, { config: { scope: expirables.scope } }, (request, reply) => {
@@ -24,6 +24,6 @@ export function expirableRoutes(app: FastifyInstance, ctx: RouteContext): void {
     const bodies = page.map((row) =>
       expirableBody(row[4] as string, daysBetween(today, row[0] as string), row[3] as string),
     )
-    return sendJson(reply, listBody(bodies.join(','), next))
+    return sendBuilt(ctx, reply, (allocate) => listBody(bodies.join(','), next, allocate))
   })
 }

@@ -16,6 +16,7 @@ import {
   rawQueryOf,
 } from '../params.ts'
 import type { ServedGeneration } from '../replica.ts'
+import type { Allocate, ResponseBuffers } from '../buffers.ts'
 
 export interface Clock {
   /** Epoch milliseconds. */
@@ -25,6 +26,7 @@ export interface Clock {
 export interface RouteContext {
   readonly cursorSecret: string
   readonly clock: Clock
+  readonly buffers: ResponseBuffers
 }
 
 export const JSON_TYPE = 'application/json; charset=utf-8'
@@ -71,6 +73,17 @@ export function sendJson(reply: FastifyReply, body: Buffer | string): FastifyRep
   return reply.type(JSON_TYPE).send(body)
 }
 
+/** Sends a body built into a reusable buffer, given back once the response is done. */
+export function sendBuilt(
+  ctx: RouteContext,
+  reply: FastifyReply,
+  build: (allocate: Allocate) => Buffer,
+): FastifyReply {
+  const lease = ctx.buffers.lease()
+  reply.raw.once('close', lease.release)
+  return sendJson(reply, build(lease.allocate))
+}
+
 export function registerList(app: FastifyInstance, ctx: RouteContext, collection: Collection) {
   app.get(collection.path, { config: { scope: collection.scope } }, (request, reply) => {
     const { principal, served } = caller(request)
@@ -85,7 +98,7 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
       const more = following !== undefined
       return { bodies, next: more ? encodeCursor(ctx.cursorSecret, binding, end) : null }
     })
-    return sendJson(reply, listBody(result.bodies, result.next))
+    return sendBuilt(ctx, reply, (allocate) => listBody(result.bodies, result.next, allocate))
   })
 }
 

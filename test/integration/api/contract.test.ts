@@ -650,6 +650,21 @@ describe('api contract', () => {
       expect(walked.at(-1)).toBe(edited.id)
     })
 
+    it('answers many concurrent pages, each with its own rows', async () => {
+      const key = keys.all!.raw
+      const pages = await Promise.all(
+        Array.from({ length: 60 }, async (_, i) => {
+          const limit = 1 + (i % 12)
+          const body = listOf(resources.provider).parse(
+            await json(await api.get(`/providers?limit=${limit}`, key)),
+          )
+          return { limit, ids: body.data.map((p) => p.id) }
+        }),
+      )
+      const all = await walk(api, key, '/providers', 200)
+      for (const page of pages) expect(page.ids).toEqual(all.slice(0, page.limit))
+    })
+
     it('keeps cursors opaque and ends with nextCursor null', async () => {
       const body = (await json(await api.get('/providers?limit=5', keys.all!.raw))) as {
         nextCursor: string

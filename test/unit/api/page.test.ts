@@ -49,3 +49,14 @@ describe('page assembly', () => {
     expect(comparePositions(['a', 'b'], ['a', 'b'])).toBe(0)
   })
 })
+
+describe('non-ASCII bodies', () => {
+  it('are encoded as UTF-8 without losing a byte', () => {
+    const body = '{"name":"Zoë Ångström 漢字 🎉"}'
+    expect(JSON.parse(listBody(`${body},${body}`, null).toString('utf8'))).toEqual({
+      data: [JSON.parse(body), JSON.parse(body)],
+      nextCursor: null,
+    })
+    expect(detailBody(body).toString('utf8')).toBe(`{"data":${body}}`)
+  })
+})
