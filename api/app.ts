@@ -107,9 +107,13 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     // Requests that arrive while closing are still answered; close-with-grace bounds the wait.
     return503OnClosing: false,
     routerOptions: { maxParamLength: 1000 },
-    frameworkErrors: (error, _request, reply) => {
-      void sendError(reply, invalidRequest('the request line could not be read'))
-      void error
+    // A URL that cannot be decoded, for instance.
+    frameworkErrors: (_error, request, reply) => {
+      const refused =
+        request.method === 'GET'
+          ? invalidRequest('the request line could not be read')
+          : methodNotAllowed()
+      void sendError(reply, refused)
     },
   })
   app.decorateRequest('served', null)
