@@ -5,6 +5,14 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { ReplicaFixture } from './fixtures.ts'
 import { type RunningApi, startApi } from './server.ts'
 
+async function until(condition: () => boolean, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not reached in time')
+    await new Promise((r) => setTimeout(r, 10))
+  }
+}
+
 describe('generation switch', () => {
   const cleanup: (() => Promise<void> | void)[] = []
   afterEach(async () => {
@@ -14,8 +22,8 @@ describe('generation switch', () => {
   it('moves to a newly published generation without failing a request', async () => {
     const first = ReplicaFixture.create({ name: 'g1' })
     cleanup.push(() => rmSync(first.dataDir, { recursive: true, force: true }))
-    const orgId = first.organization().id
-    const org1 = first.organization({ id: orgId })
+    const org1 = first.organization()
+    const orgId = org1.id
     for (let i = 0; i < 20; i++) org1.provider({ lastName: 'One' })
     const raw = first.key(orgId).raw
     first.publish()
@@ -40,7 +48,7 @@ describe('generation switch', () => {
     }
     const clients = Array.from({ length: 4 }, client)
 
-    await new Promise((r) => setTimeout(r, 200))
+    await until(() => seen.has('g1'))
     // The rebuild: the same organization and key replayed into a new generation.
     const second = ReplicaFixture.create({ dataDir: first.dataDir, name: 'g2' })
     const org2 = second.organization({ id: orgId })
@@ -48,7 +56,8 @@ describe('generation switch', () => {
     second.key(orgId, { raw })
     second.publish()
     second.close()
-    await new Promise((r) => setTimeout(r, 300))
+    await until(() => seen.has('g2'))
+    await new Promise((r) => setTimeout(r, 100))
     // Once every request has moved on, the old generation can be deleted from disk.
     rmSync(first.generation.dir, { recursive: true, force: true })
     await new Promise((r) => setTimeout(r, 200))
@@ -112,8 +121,10 @@ describe('generation switch', () => {
     const key = replica.key(org.id)
     replica.publish()
     const api = await startApi(replica.dataDir)
+    const received = new Promise((resolve) => api.api.app.server.once('request', resolve))
     const inFlight = api.get('/providers?limit=200', key.raw)
-    await new Promise((r) => setTimeout(r, 5))
+    // Close once the server has the request, while its hooks are still running.
+    await received
     const closing = api.close()
     const response = await inFlight
     expect(response.status).toBe(200)
