@@ -47,6 +47,8 @@ interface TableStatements {
   select: (id: string) => MirrorRow | undefined
   selectAll: () => MirrorRow[]
   upsert: (values: unknown[]) => void
+  /** Inserts a row that is not stored yet; false (and nothing done) if it is. */
+  insertNew: (values: unknown[]) => boolean
   delete: (id: string) => void
   deleteAll: () => void
 }
@@ -112,6 +114,17 @@ export function createMirror(
         }
         t.deleteAll()
         return 'applied'
+      }
+
+      if (change.kind === 'upsert' && !mayHaveDeleted) {
+        // Most upserts of a replay are new rows: try the insert first, and only read the stored
+        // version (to guard and to keep unchanged TOASTed values) when there is one.
+        const values: unknown[] = []
+        const current = mirrorRow(t.columns, change.row, undefined, change.position, values)
+        if (t.insertNew(values)) {
+          changes.push({ table: change.table, id: change.id, previous: undefined, current })
+          return 'applied'
+        }
       }
 
       const previous = t.select(change.id)
@@ -213,6 +226,10 @@ function prepareTable(db: SqliteDatabase, table: SQLiteTable): TableStatements {
        .map((n) => `${n} = excluded.${n}`)
        .join(', ')}`,
   )
+  const insertNew = db.prepare(
+    `INSERT INTO ${config.name} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})
+     ON CONFLICT (id) DO NOTHING`,
+  )
   const del = db.prepare<[string]>(`DELETE FROM ${config.name} WHERE id = ?`)
   const delAll = db.prepare(`DELETE FROM ${config.name}`)
 
@@ -233,6 +250,7 @@ function prepareTable(db: SqliteDatabase, table: SQLiteTable): TableStatements {
     },
     selectAll: () => selectAll.all().map(toRow),
     upsert: (values) => void upsert.run(values),
+    insertNew: (values) => insertNew.run(values).changes > 0,
     delete: (id) => void del.run(id),
     deleteAll: () => void delAll.run(),
   }

@@ -23,6 +23,8 @@ import {
   emptyTouched,
   touchedDocuments,
   type MirrorChange,
+  type MirrorRowOf,
+  type MirrorTable,
   type RelatedDocuments,
   type TouchedDocuments,
 } from './changes.ts'
@@ -104,13 +106,27 @@ export function createDocumentRefresher(
     enrollmentsAtLocation: (locationId) => ids(read.enrollmentsAtLocation.all(locationId)),
   }
 
+  // Rows the batch being refreshed changed, keyed by table and id, as the mirror now stores them
+  // (undefined: deleted): a document built from its own changed row need not read it back.
+  const latest = new Map<string, MirrorChange['current']>()
+
+  /** The mirror row: the batch's version when it changed it, else read. */
+  function stored<T extends MirrorTable>(
+    table: T,
+    id: string,
+    query: { get(id: string): MirrorRowOf<T> | undefined },
+  ): MirrorRowOf<T> | undefined {
+    const key = `${table}\u0000${id}`
+    return latest.has(key) ? (latest.get(key) as MirrorRowOf<T> | undefined) : query.get(id)
+  }
+
   /** The stamp of a new version: the prior generation's for the same content, else the batch's. */
   function stampOf(kind: DocumentKind, id: string, hash: string, stamp: string): string {
     return priorStamp?.(kind, id, hash) ?? stamp
   }
 
   function refreshProvider(id: string, stamp: string): Outcome {
-    const row = read.provider.get(id)
+    const row = stored('providers', id, read.provider)
     if (row === undefined) return store.provider.remove(id) ? 'removed' : 'absent'
     const json = providerJson(
       row,
@@ -137,7 +153,7 @@ export function createDocumentRefresher(
   }
 
   function refreshProviderGroup(id: string, stamp: string): Outcome {
-    const row = read.providerGroup.get(id)
+    const row = stored('provider_groups', id, read.providerGroup)
     if (row === undefined) return store.providerGroup.remove(id) ? 'removed' : 'absent'
     const json = JSON.stringify(
       providerGroupContent(row, read.groupServiceLocations.all(id), read.groupIdentifiers.all(id)),
@@ -154,7 +170,7 @@ export function createDocumentRefresher(
   }
 
   function refreshEnrollment(id: string, stamp: string): Outcome {
-    const row = read.enrollment.get(id)
+    const row = stored('enrollments', id, read.enrollment)
     if (row === undefined) return store.enrollment.remove(id) ? 'removed' : 'absent'
     const json = JSON.stringify(
       enrollmentContent(
@@ -180,7 +196,7 @@ export function createDocumentRefresher(
   }
 
   function refreshGroupEnrollment(id: string, stamp: string): Outcome {
-    const row = read.groupEnrollment.get(id)
+    const row = stored('group_enrollments', id, read.groupEnrollment)
     if (row === undefined) return store.groupEnrollment.remove(id) ? 'removed' : 'absent'
     const json = JSON.stringify(
       groupEnrollmentContent(
@@ -204,7 +220,7 @@ export function createDocumentRefresher(
   }
 
   function refreshDocument(id: string, stamp: string): Outcome {
-    const row = read.document.get(id)
+    const row = stored('documents', id, read.document)
     if (row === undefined) return store.document.remove(id) ? 'removed' : 'absent'
     const json = JSON.stringify(documentMetadataContent(row))
     const hash = contentHash(json)
@@ -224,15 +240,15 @@ export function createDocumentRefresher(
     const { sourceType, sourceId } = parseExpirableId(id)
     switch (sourceType) {
       case 'provider_identifier': {
-        const row = read.providerIdentifier.get(sourceId)
+        const row = stored('provider_identifiers', sourceId, read.providerIdentifier)
         return row && providerIdentifierExpirable(row)
       }
       case 'group_identifier': {
-        const row = read.groupIdentifier.get(sourceId)
+        const row = stored('group_identifiers', sourceId, read.groupIdentifier)
         return row && groupIdentifierExpirable(row)
       }
       case 'document': {
-        const row = read.document.get(sourceId)
+        const row = stored('documents', sourceId, read.document)
         return row && documentExpirable(row)
       }
     }
@@ -272,9 +288,15 @@ export function createDocumentRefresher(
   }
 
   // A savepoint when the caller's transaction is open (the normal case), a transaction otherwise.
-  const refreshInTransaction = db.transaction((changes: readonly MirrorChange[], stamp: string) =>
-    rebuild(touchedDocuments(changes, related), stamp),
-  )
+  const refreshInTransaction = db.transaction((changes: readonly MirrorChange[], stamp: string) => {
+    // The batch's own rows as the mirror now stores them: the last version each change left.
+    for (const change of changes) latest.set(`${change.table}\u0000${change.id}`, change.current)
+    try {
+      return rebuild(touchedDocuments(changes, related), stamp)
+    } finally {
+      latest.clear()
+    }
+  })
   const refreshAllInTransaction = db.transaction((stamp: string) =>
     rebuild(everyDocument(db), stamp),
   )
