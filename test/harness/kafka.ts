@@ -31,6 +31,8 @@ export interface RestartableKafka extends StartedKafka {
   stopBroker(): Promise<void>
   /** Starts it again on the same port and log dir; resolves once it serves. */
   startBroker(): Promise<void>
+  /** Whether the broker process is up (between stopBroker and startBroker it is not). */
+  brokerRunning(): boolean
 }
 
 /** The cp-kafka image whose Kafka matches the Maven path (Confluent 7.9 = Apache Kafka 3.9). */
@@ -214,6 +216,7 @@ async function startKafkaFromJars(): Promise<RestartableKafka> {
         if (broker !== undefined) throw new HarnessError('the Kafka broker is already running')
         broker = await launch()
       },
+      brokerRunning: () => broker !== undefined && broker.exitCode() === null,
     }
   } catch (error) {
     tmp.remove()

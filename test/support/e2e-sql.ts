@@ -3,6 +3,7 @@
 // test can state the response it expects from the same values. Defaults fill the NOT NULL
 // columns; `overrides` sets any other column of the table.
 import { createHash, randomBytes, randomUUID } from 'node:crypto'
+import { setTimeout as sleep } from 'node:timers/promises'
 
 /** What the helpers need of a database: the harness's StartedPostgres, a pg Pool or Client. */
 export interface Sql {
@@ -531,6 +532,11 @@ export interface BulkOptions {
   /** first_name of every provider of the run: tells its providers apart from the others. */
   tag: string
   count: number
+  /**
+   * Iterations per second at most (default: as fast as PostgreSQL takes them). A fault test
+   * paces the run so that it is still writing when the fault strikes, whatever the machine.
+   */
+  perSecond?: number
   /** Called after each iteration with how many are done (to act mid-stream). */
   onProgress?: (done: number) => void
 }
@@ -548,7 +554,12 @@ export async function writeBulk(
 ): Promise<BulkExpectation> {
   const providers: { id: string; name: string; licence: string | null }[] = []
   const expected: BulkExpectation = new Map()
+  const started = performance.now()
   for (let k = 0; k < options.count; k++) {
+    if (options.perSecond !== undefined) {
+      const due = started + (k * 1000) / options.perSecond - performance.now()
+      if (due > 0) await sleep(due)
+    }
     const id = randomUUID()
     const lastName = `#${k}`
     await insertProvider(sql, organizationId, { id, first_name: options.tag, last_name: lastName })

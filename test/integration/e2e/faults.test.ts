@@ -4,7 +4,7 @@
 // compared with a clean replay of the same topics. One pipeline serves the file; tests run in
 // order (the first one starts the projector).
 import { readFileSync } from 'node:fs'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import type { Provider } from '../../../schema/resources.ts'
 import {
   ApiClient,
@@ -60,6 +60,17 @@ describe('end to end under faults', { timeout: 300_000 }, () => {
       },
     })
     api = pipeline.client(rawKey)
+  })
+
+  // Every test but the first (which starts the projector itself, with the broker away) begins
+  // with the broker and the main projector running, so that one failed test leaves the next one
+  // a working pipeline instead of failing it too.
+  beforeEach(async (context) => {
+    if (context.task.name.startsWith('the projector started before Kafka')) return
+    if (!pipeline.kafka.brokerRunning()) await pipeline.kafka.startBroker()
+    if (pipeline.projector === undefined || pipeline.projector.proc.exitCode() !== null) {
+      await pipeline.startMainProjector()
+    }
   })
 
   afterAll(async () => {
@@ -175,9 +186,12 @@ describe('end to end under faults', { timeout: 300_000 }, () => {
   it('a projector killed with SIGKILL mid-stream resumes to the same documents as a clean run', async () => {
     const before = await applied('providers')
     let done = 0
+    // Paced over ~13 s: the projector, a second or two behind Debezium, reaches 300 events
+    // with most of the run still to write.
     const writing = writeBulk(pipeline.sql, org.id, {
       tag: 'Killed',
       count: 2000,
+      perSecond: 150,
       onProgress: (n) => (done = n),
     })
     // Kill while both sides work: the projector has applied part of the run, the run goes on.
