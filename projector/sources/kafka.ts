@@ -12,7 +12,7 @@ import {
 import type { Logger } from 'pino'
 import { sourceTables } from '../../schema/events.ts'
 import type { Applier, BatchOutcome } from '../apply.ts'
-import { deadLetterHeaders, redactedValue } from '../dead-letters.ts'
+import { deadLetterHeaders, deadLetterValue } from '../dead-letters.ts'
 import type { SourceRecord } from '../decode.ts'
 
 export interface KafkaSourceOptions {
@@ -133,7 +133,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
             acks: -1,
             messages: outcome.deadLetters.map((letter) => ({
               key: letter.record.key as Buffer | null,
-              value: JSON.stringify(redactedValue(letter.record.value)),
+              value: deadLetterValue(letter),
               headers: { ...deadLetterHeaders(letter) },
             })),
           })
@@ -187,7 +187,10 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   }
 
   async function disconnectAll(): Promise<void> {
-    await Promise.allSettled([consumer?.disconnect(), producer?.disconnect(), admin?.disconnect()])
+    // The consumer first: its disconnect waits for the batch in hand, which may still produce
+    // dead letters and then commits its offsets. Only then may the producer go.
+    await consumer?.disconnect().catch(() => undefined)
+    await Promise.allSettled([producer?.disconnect(), admin?.disconnect()])
     consumer = producer = admin = undefined
   }
 
@@ -201,7 +204,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
         } catch (error) {
           await disconnectAll()
           if (stopping) return
-          logger.error({ err: briefError(error), retryInMs: delay }, 'cannot reach Kafka; retrying')
+          logger.error({ err: error, retryInMs: delay }, 'cannot reach Kafka; retrying')
           await sleep(delay)
           delay = Math.min(delay * 2, 30_000)
         }
@@ -209,9 +212,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       const interval = options.lagIntervalMs ?? 2_000
       const tick = () => {
         checkLag()
-          .catch((error: unknown) =>
-            logger.warn({ err: briefError(error) }, 'could not measure consumer lag'),
-          )
+          .catch((error: unknown) => logger.warn({ err: error }, 'could not measure consumer lag'))
           .finally(() => {
             if (!stopping) lagTimer = setTimeout(tick, interval)
           })
@@ -231,18 +232,15 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms))
 }
 
-function briefError(error: unknown): { name: string; message: string } {
-  return error instanceof Error
-    ? { name: error.name, message: error.message }
-    : { name: 'Error', message: String(error) }
-}
-
-/** Routes kafkajs's own logs into pino as structured lines. */
+/**
+ * Routes kafkajs's own logs into pino as structured lines. kafkajs adds the stack of the error it
+ * reports (`stack`); that stays out, as every stack does (src/log.ts).
+ */
 function kafkaLogCreator(logger: Logger) {
   const child = logger.child({ component: 'kafkajs' })
   return () =>
     ({ level, log }: { level: kafkaLogLevel; log: { message: string; [k: string]: unknown } }) => {
-      const { message, timestamp: _t, logger: _l, ...rest } = log
+      const { message, timestamp: _t, logger: _l, stack: _s, ...rest } = log
       const fields = { ...rest }
       if (level <= kafkaLogLevel.ERROR) child.error(fields, message)
       else if (level === kafkaLogLevel.WARN) child.warn(fields, message)
