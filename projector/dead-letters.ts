@@ -6,12 +6,21 @@ import type { DeadLetter } from './apply.ts'
 
 const NEVER_STORED_COLUMNS = ['ssn', 'internal_notes', 'storage_key']
 
+/**
+ * The value of a dead letter whose original is not JSON: such a value cannot be searched for
+ * never-stored columns, so it is left out rather than copied. Nothing is lost: the original stays
+ * in its source topic (kept forever) at the origin the headers name, and no fix of the projector
+ * could ever apply it.
+ */
+export const UNPARSEABLE_VALUE_OMITTED = 'omitted: not JSON, so it cannot be redacted'
+
 export interface DeadLetterHeaders {
   'dlq.reason': string
   'dlq.error': string
   'dlq.origin.topic': string
   'dlq.origin.partition': string
   'dlq.origin.offset': string
+  'dlq.value'?: string
 }
 
 export function deadLetterHeaders(letter: DeadLetter): DeadLetterHeaders {
@@ -21,20 +30,24 @@ export function deadLetterHeaders(letter: DeadLetter): DeadLetterHeaders {
     'dlq.origin.topic': letter.record.topic,
     'dlq.origin.partition': String(letter.record.partition),
     'dlq.origin.offset': letter.record.offset,
+    ...(redactedValue(letter.record.value) === undefined
+      ? { 'dlq.value': UNPARSEABLE_VALUE_OMITTED }
+      : {}),
   }
 }
 
 /**
- * The record's value with never-stored columns removed, as JSON text when it parses, or as it
- * came when it does not (a value that does not parse cannot be redacted, nor does it carry rows).
+ * The record's value, parsed, with never-stored columns removed; undefined when it is not JSON
+ * (see UNPARSEABLE_VALUE_OMITTED) and null when there is none.
  */
 export function redactedValue(value: unknown): unknown {
+  if (value === null || value === undefined) return null
   let parsed: unknown = value
   if (typeof value === 'string' || Buffer.isBuffer(value)) {
     try {
       parsed = JSON.parse(value.toString()) as unknown
     } catch {
-      return value
+      return undefined
     }
   }
   const payload = isObject(parsed) && isObject(parsed.payload) ? parsed.payload : parsed
@@ -47,6 +60,12 @@ export function redactedValue(value: unknown): unknown {
   return parsed
 }
 
+/** A dead letter's value as the dead-letter topic receives it: JSON text, or none. */
+export function deadLetterValue(letter: DeadLetter): string | null {
+  const value = redactedValue(letter.record.value)
+  return value === undefined || value === null ? null : JSON.stringify(value)
+}
+
 /** One dead letter as a line of the file source's NDJSON format, headers added. */
 export function deadLetterLine(letter: DeadLetter): string {
   const { record } = letter
@@ -55,7 +74,7 @@ export function deadLetterLine(letter: DeadLetter): string {
     partition: record.partition,
     offset: record.offset,
     key: jsonOrText(record.key),
-    value: jsonOrText(redactedValue(record.value)),
+    value: redactedValue(record.value) ?? null,
     headers: deadLetterHeaders(letter),
   })
 }

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { UNPARSEABLE_VALUE_OMITTED } from '../../../projector/dead-letters.ts'
 import { createProjector, type Projector } from '../../../projector/projector.ts'
 import { loadProjectorConfig } from '../../../src/config.ts'
 import { currentGeneration } from '../../../src/layout.ts'
@@ -108,6 +109,11 @@ describe('projector on Kafka', () => {
       }),
       record({ table: 'providers', op: 'r', after: providerRow(uuid(1), ORG_A), lsn: 5 }),
       record({ table: 'providers', op: 'c', after: bad, lsn: 6 }),
+      // Not JSON, with a secret in it: dead-lettered without its value, which cannot be redacted.
+      {
+        ...record({ table: 'providers', op: 'c', after: providerRow(uuid(4), ORG_A) }),
+        value: '{"payload": {"after": {"ssn": "123-45-6789"',
+      },
     ])
 
     const projector = projectorFor(dataDir, 'it-group')
@@ -127,21 +133,35 @@ describe('projector on Kafka', () => {
     const consumer = kafkaClient(kafka.brokers).consumer({ groupId: 'dlq-reader' })
     await consumer.connect()
     await consumer.subscribe({ topics: ['product.dlq'], fromBeginning: true })
-    const letters: Array<Record<string, string>> = []
+    const letters: Array<{ headers: Record<string, string>; value: string | null }> = []
     await consumer.run({
       eachMessage: async ({ message }) => {
-        letters.push(
-          Object.fromEntries(Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)])),
-        )
+        letters.push({
+          headers: Object.fromEntries(
+            Object.entries(message.headers ?? {}).map(([k, v]) => [k, String(v)]),
+          ),
+          value: message.value === null ? null : message.value.toString(),
+        })
       },
     })
-    await eventually(() => (letters.length > 0 ? true : undefined))
+    await eventually(() => (letters.length >= 2 ? true : undefined))
     await consumer.disconnect()
-    expect(letters[0]).toMatchObject({
-      'dlq.reason': 'schema_mismatch',
-      'dlq.origin.topic': 'product.public.providers',
-      'dlq.origin.offset': '1',
-    })
+    expect(letters.map((l) => l.headers)).toMatchObject([
+      {
+        'dlq.reason': 'schema_mismatch',
+        'dlq.origin.topic': 'product.public.providers',
+        'dlq.origin.offset': '1',
+      },
+      {
+        'dlq.reason': 'unparseable',
+        'dlq.origin.offset': '2',
+        'dlq.value': UNPARSEABLE_VALUE_OMITTED,
+      },
+    ])
+    // The replayable letter is the event as Debezium wrote it, less the never-stored columns.
+    expect(JSON.parse(letters[0]!.value!)).toMatchObject({ payload: { op: 'c' } })
+    expect(letters[0]!.value).not.toMatch(/ssn|internal_notes/)
+    expect(letters[1]!.value).toBeNull()
 
     const metrics = await (await fetch(`${admin}/metrics`)).text()
     expect(metrics).toMatch(
