@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import type { ProjectorConfig } from '../src/config.ts'
 import Database from 'better-sqlite3'
-import { existsSync } from 'node:fs'
+import { existsSync, realpathSync, renameSync } from 'node:fs'
 import {
   currentGeneration,
   deadLetterFilePath,
@@ -127,9 +127,10 @@ export function createProjector(deps: ProjectorDeps): Projector {
         : undefined
     },
 
-    async runFile(path, options = {}) {
+    async runFile(requestedPath, options = {}) {
       const a = openApplier(false)
       const deadLetterFile = deadLetterFilePath(config.dataDir)
+      const path = setAsideIfDeadLetters(requestedPath, deadLetterFile, clock(), logger)
       const summary: FileRunSummary = {
         records: 0,
         applied: 0,
@@ -221,4 +222,22 @@ export function createProjector(deps: ProjectorDeps): Projector {
       previousFiles.clear()
     },
   }
+}
+
+/**
+ * Replaying the dead-letter file (README: `--from-file DATA_DIR/dead-letters.ndjson` after a fix)
+ * must not append this run's dead letters to the file being read: the reader would meet them
+ * again, and a letter still bad would circle for ever. The file is renamed first and read from
+ * its new name; letters still bad start a new dead-letter file.
+ */
+function setAsideIfDeadLetters(path: string, deadLetterFile: string, now: Date, logger: Logger) {
+  if (!existsSync(path) || !existsSync(deadLetterFile)) return path
+  if (realpathSync(path) !== realpathSync(deadLetterFile)) return path
+  const aside = deadLetterFile.replace(
+    /\.ndjson$/,
+    `.replayed-${now.toISOString().replace(/[:.]/g, '-')}.ndjson`,
+  )
+  renameSync(deadLetterFile, aside)
+  logger.info({ from: deadLetterFile, to: aside }, 'replaying dead letters from a set-aside copy')
+  return aside
 }

@@ -124,6 +124,33 @@ describe('projector --from-file', () => {
       expect(bytes.includes(secret)).toBe(false)
   })
 
+  it('replays its dead-letter file after a fix without reading its own new letters', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'events.ndjson')
+    const bad = (n: number) => {
+      const row = { ...providerRow(uuid(n), ORG_A) } as Record<string, unknown>
+      delete row.npi
+      return record({ table: 'providers', op: 'c', after: row, offset: n })
+    }
+    writeFileSync(file, ndjson([bad(1), bad(2), bad(3)]))
+    const dataDir = join(dir, 'data')
+    const env = { DATA_DIR: dataDir, LOG_LEVEL: 'warn' }
+    expect((await runEntry('projector/main.ts', ['--from-file', file], env)).code).toBe(0)
+    const deadLetters = join(dataDir, 'dead-letters.ndjson')
+    const first = readFileSync(deadLetters, 'utf8')
+    expect(first.trim().split('\n')).toHaveLength(3)
+
+    // Still bad (nothing was fixed): each comes back once, into a new file; the replayed one is
+    // kept aside as it was.
+    const replay = await runEntry('projector/main.ts', ['--from-file', deadLetters], env)
+    expect(replay.stderr).toBe('')
+    expect(replay.code).toBe(0)
+    expect(readFileSync(deadLetters, 'utf8').trim().split('\n')).toHaveLength(3)
+    const aside = readdirSync(dataDir).filter((f) => f.startsWith('dead-letters.replayed-'))
+    expect(aside).toHaveLength(1)
+    expect(readFileSync(join(dataDir, aside[0]!), 'utf8')).toBe(first)
+  })
+
   it('stops with a message naming the line when a line is not a record', async () => {
     const dir = tempDir()
     const file = join(dir, 'broken.ndjson')
