@@ -148,7 +148,10 @@ export function createApplier(options: ApplierOptions): Applier {
           }
           const orgChange = change as RowChange & { table: OrganizationTable }
           if (orgChange.kind === 'truncate') {
-            for (const organizationId of knownOrganizations()) {
+            // Every organization with a file, and those whose first rows came earlier in this
+            // batch (their files do not exist yet, but their rows are about to).
+            const organizations = new Set([...knownOrganizations(), ...byOrganization.keys()])
+            for (const organizationId of organizations) {
               toOrganization(organizationId, { change: orgChange, origin })
             }
             continue

@@ -27,6 +27,29 @@ describe('decodeRecord', () => {
     expect(c.row).not.toHaveProperty('internal_notes')
   })
 
+  it('drops storage_key from documents: where the file lives is never stored', () => {
+    const after = {
+      id: uuid(7),
+      organization_id: ORG_A,
+      provider_id: uuid(1),
+      provider_group_id: null,
+      type: 'license',
+      file_name: 'license.pdf',
+      content_type: 'application/pdf',
+      size_bytes: 52_431,
+      expires_on: 20_800,
+      uploaded_at: '2026-11-21T10:00:00.123456Z',
+      storage_key: 's3://bucket/org/license.pdf',
+      created_at: '2026-11-21T10:00:00.123456Z',
+      updated_at: '2026-11-21T10:00:00.123456Z',
+    }
+    const c = change(decodeRecord(record({ table: 'documents', op: 'c', after }), 'product'))
+    if (c.kind !== 'upsert' || c.table !== 'documents') throw new Error('unreachable')
+    expect(c.row.file_name).toBe('license.pdf')
+    expect(c.row).not.toHaveProperty('storage_key')
+    expect(JSON.stringify(c)).not.toContain('s3://bucket')
+  })
+
   it('accepts the bare envelope (schemas disabled) the same way', () => {
     const wrapped = decodeRecord(
       record({ table: 'providers', op: 'u', after: providerRow(uuid(1), ORG_A) }),
