@@ -14,7 +14,15 @@ import type {
   ProviderGroup,
   SensitiveProvider,
 } from '../../../schema/resources.ts'
-import { ApiClient, DelayStats, Pipeline, listTopics, type ErrorBody } from '../../support/e2e.ts'
+import {
+  ApiClient,
+  DelayStats,
+  Pipeline,
+  TOPIC_PREFIX,
+  listTopics,
+  topicEnd,
+  type ErrorBody,
+} from '../../support/e2e.ts'
 import {
   ALL_SCOPES,
   CREATED_AT,
@@ -481,6 +489,7 @@ describe('end to end: SQL in PostgreSQL to HTTP through the api', () => {
 
   it('a visible change to a provider moves its updatedAt', async () => {
     const before = await stampOf(a, `/providers/${p1.id}`)
+    expect(before, 'the provider is served before the change').toBeDefined()
     const ms = await pipeline.timeToVisible(
       'the new specialty',
       () => updateRow(pipeline.sql, 'providers', p1.id, { specialty: 'Internal Medicine' }),
@@ -488,12 +497,67 @@ describe('end to end: SQL in PostgreSQL to HTTP through the api', () => {
     )
     delays.add('provider-update', ms)
     const after = await providerOf(a, p1.id)
-    expect(after!.updatedAt > (before ?? '')).toBe(true)
+    expect(after!.updatedAt > before!).toBe(true)
     // updated_since is inclusive: the new stamp finds it again.
     const since = await a.list<Provider>(
       `/providers?updated_since=${encodeURIComponent(after!.updatedAt)}`,
     )
     expect(since.map((p) => p.id)).toContain(p1.id)
+  })
+
+  it('updatedAt moves exactly when the response changes', async () => {
+    const sql = pipeline.sql
+    const brokers = pipeline.kafka.brokers
+    const providersTopic = `${TOPIC_PREFIX}.public.providers`
+
+    // A no-op UPDATE (the values it already has): PostgreSQL still writes a row version and
+    // Debezium still emits an update event, but the response is the same, stamp included.
+    const providerBefore = (await providerOf(a, p1.id))!
+    const baseBefore = (await providerOf(base, p1.id))!
+    const eventsBefore = await topicEnd(brokers, providersTopic)
+    await updateRow(sql, 'providers', p1.id, {
+      last_name: providerBefore.lastName,
+      specialty: providerBefore.specialty,
+    })
+    // It shows no effect, so wait for a visible change to another provider, in a later
+    // transaction on the same topic (one partition, applied in order): once that is visible, the
+    // no-op has been applied too.
+    await updateRow(sql, 'providers', p2.id, { specialty: 'Pediatrics' })
+    await pipeline.eventually('the later change to another provider', async () =>
+      (await providerOf(a, p2.id))?.specialty === 'Pediatrics' ? true : undefined,
+    )
+    expect(await topicEnd(brokers, providersTopic), 'the no-op was an event of its own').toBe(
+      eventsBefore + 2,
+    )
+    expect(await providerOf(a, p1.id)).toEqual(providerBefore)
+    expect(await providerOf(base, p1.id)).toEqual(baseBefore)
+
+    // provider_groups.legal_name is shown on the group, not in the memberships of its providers
+    // nor in its group enrollments: the group moves, they do not.
+    const groupBefore = (await a.detail<ProviderGroup>(`/provider-groups/${g1.id}`))!
+    const memberBefore = (await providerOf(a, p1.id))!
+    const memberBaseBefore = (await providerOf(base, p1.id))!
+    const contractBefore = (await a.detail<GroupEnrollment>(`/group-enrollments/${ge1.id}`))!
+    expect(memberBefore.groupMemberships.map((m) => m.providerGroupId)).toEqual([g1.id])
+    g1 = { ...g1, legal_name: 'Bay Clinic Holdings LLC' }
+    delays.add(
+      'group-legal-name',
+      await pipeline.timeToVisible(
+        'the new legal name on the group',
+        () => updateRow(sql, 'provider_groups', g1.id, { legal_name: g1.legal_name }),
+        async () =>
+          (await a.detail<ProviderGroup>(`/provider-groups/${g1.id}`))?.legalName === g1.legal_name,
+      ),
+    )
+    const group = (await a.detail<ProviderGroup>(`/provider-groups/${g1.id}`))!
+    expect(group).toEqual({ ...groupBefore, legalName: g1.legal_name, updatedAt: STAMP })
+    expect(group.updatedAt > groupBefore.updatedAt).toBe(true)
+    // The documents a change touches are rebuilt in the same write transaction as the changed
+    // row's own (projector/documents/refresher.ts): the group visible means its members and
+    // contracts have been rebuilt too, with the same content, so with the same stamps.
+    expect(await providerOf(a, p1.id)).toEqual(memberBefore)
+    expect(await providerOf(base, p1.id)).toEqual(memberBaseBefore)
+    expect(await a.detail<GroupEnrollment>(`/group-enrollments/${ge1.id}`)).toEqual(contractBefore)
   })
 
   it('a change to a never-exposed column moves nothing and shows nowhere', async () => {
