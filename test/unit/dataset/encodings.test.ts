@@ -54,10 +54,17 @@ describe('the source tables', () => {
   })
 })
 
-// Captured from a real PostgreSQL -> Debezium -> Kafka pipeline by another part of the project.
+// Captured from a real PostgreSQL -> Debezium -> Kafka pipeline by another part of the project,
+// and committed: missing means broken, never "nothing to compare against".
 const FIXTURES = root('test/fixtures/debezium/changes.ndjson')
 
-describe.runIf(existsSync(FIXTURES))('shapes against real Debezium events', () => {
+describe('shapes against real Debezium events', () => {
+  if (!existsSync(FIXTURES)) {
+    throw new Error(
+      `${FIXTURES} is missing: it is committed (git checkout test/fixtures/debezium), or ` +
+        `regenerate it with npx tsx test/harness/capture-fixtures.ts`,
+    )
+  }
   const real = readFileSync(FIXTURES, 'utf8')
     .trim()
     .split('\n')
