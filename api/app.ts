@@ -7,12 +7,14 @@
 // (403 insufficient_scope), then the route: parameters (400), id (404), page.
 import Fastify, {
   LogController,
+  type ConnectionError,
   type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
   type FastifyReply,
 } from 'fastify'
 import { Redis } from 'ioredis'
+import { STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Scope } from '../schema/resources.ts'
 import type { ApiConfig } from '../src/config.ts'
@@ -27,7 +29,14 @@ import {
   requireScope,
   type Principal,
 } from './auth.ts'
-import { ApiError, errorBody, internalError, invalidRequest, notFound } from './errors.ts'
+import {
+  ApiError,
+  errorBody,
+  internalError,
+  invalidRequest,
+  methodNotAllowed,
+  notFound,
+} from './errors.ts'
 import { createMetrics, type ApiMetrics } from './metrics.ts'
 import { buildOpenApiDocument } from './openapi.ts'
 import { parseNoParams, rawQueryOf } from './params.ts'
@@ -91,11 +100,10 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     checkIntervalMs: deps.generationCheckMs ?? 500,
   })
   const metrics = createMetrics(() => replica.openFiles)
-  const redis =
-    config.redisUrl === undefined
-      ? undefined
-      : new Redis(config.redisUrl, { connectTimeout: 2000, maxRetriesPerRequest: 1 })
-  redis?.on('error', (err) => logger.warn({ err }, 'redis connection error'))
+  const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl, logger)
+  if (redis !== undefined && !(await ready(redis, REDIS_TIMEOUTS.connectMs))) {
+    logger.warn('redis not reachable at start; requests pass unlimited until it is')
+  }
 
   // Typed as Fastify's logger interface so the instance is a plain FastifyInstance.
   const baseLogger: FastifyBaseLogger = logger
@@ -115,6 +123,7 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
           : methodNotAllowed()
       void sendError(reply, refused)
     },
+    clientErrorHandler: (error, socket) => answerClientError(error, socket, logger),
   })
   app.decorateRequest('served', null)
   app.decorateRequest('principal', null)
@@ -216,11 +225,7 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
 
   // CONNECT never reaches the router: Node hands the socket over. Answer it like any other method.
   app.server.on('connect', (_request: unknown, socket: Socket) => {
-    const body = errorBody('method_not_allowed', 'only GET is supported')
-    socket.end(
-      'HTTP/1.1 405 Method Not Allowed\r\nAllow: GET\r\nConnection: close\r\n' +
-        `Content-Type: ${JSON_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
-    )
+    socket.end(rawErrorResponse(methodNotAllowed()))
   })
 
   const admin = buildAdmin({ logger, metrics, replica })
@@ -244,6 +249,99 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
   }
 }
 
-function methodNotAllowed(): ApiError {
-  return new ApiError('method_not_allowed', 'only GET is supported', { allow: 'GET' })
+/**
+ * Rate-limit counts are worth a millisecond, never a stall: commands fail at once while Redis is
+ * unreachable (no offline queue, no retry on reconnect) and after `commandMs` when it hangs, and
+ * the limiter lets the request through (rate-limit.ts).
+ */
+const REDIS_TIMEOUTS = { connectMs: 1000, commandMs: 500 } as const
+
+function connectRedis(url: string, logger: Logger): Redis {
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: REDIS_TIMEOUTS.connectMs,
+    commandTimeout: REDIS_TIMEOUTS.commandMs,
+  })
+  redis.on('error', (err) => logger.warn({ err }, 'redis connection error'))
+  return redis
+}
+
+/**
+ * Whether the client is ready within `timeoutMs`. Without an offline queue, commands sent before
+ * the first connection fail: waiting for it at start keeps the first requests counted.
+ */
+function ready(redis: Redis, timeoutMs: number): Promise<boolean> {
+  if (redis.status === 'ready') return Promise.resolve(true)
+  return new Promise((resolve) => {
+    const done = (isReady: boolean) => {
+      clearTimeout(timer)
+      redis.off('ready', onReady)
+      resolve(isReady)
+    }
+    const onReady = () => done(true)
+    const timer = setTimeout(() => done(false), timeoutMs)
+    redis.once('ready', onReady)
+  })
+}
+
+/**
+ * Requests Node's HTTP parser refuses never reach Fastify, so they are answered here, on the
+ * socket: a method the parser does not know (`FOO / HTTP/1.1`, HPE_INVALID_METHOD) is a 405 like
+ * every other method but GET, anything else unreadable a 400. Only the parser's code is logged:
+ * the raw packet can hold a key.
+ */
+function answerClientError(error: ConnectionError, socket: Socket, logger: Logger): void {
+  // A reset connection has no one left to answer.
+  if (error.code === 'ECONNRESET' || socket.destroyed) return
+  logger.debug({ code: error.code }, 'request refused by the HTTP parser')
+  // As in Node's own handler: once a response has started on this connection, more bytes would
+  // corrupt it for the client, so the connection is only closed.
+  if (!socket.writable || responseStarted(socket)) {
+    socket.destroy()
+    return
+  }
+  const refused =
+    error.code === 'HPE_INVALID_METHOD'
+      ? methodNotAllowed()
+      : invalidRequest(clientErrorMessages[error.code] ?? 'the request could not be read')
+  // What follows on the connection cannot be parsed: close it once the answer is flushed.
+  socket.end(rawErrorResponse(refused), () => socket.destroy())
+}
+
+const clientErrorMessages: Partial<Record<string, string>> = {
+  HPE_HEADER_OVERFLOW: 'the request headers are too large',
+  ERR_HTTP_REQUEST_TIMEOUT: 'the request was not received in time',
+}
+
+function responseStarted(socket: Socket): boolean {
+  // Node's http server keeps the response in progress on the socket (the field its own
+  // clientError handling checks).
+  const response = (socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })
+    ._httpMessage
+  return response?.headersSent === true
+}
+
+/** An error response as raw HTTP/1.1, for sockets no Fastify reply exists for. */
+function rawErrorResponse(error: ApiError): string {
+  const body = errorBody(error.code, error.message)
+  const headers: Record<string, string> = {
+    ...error.headers,
+    'content-type': JSON_TYPE,
+    'content-length': String(Buffer.byteLength(body)),
+    connection: 'close',
+  }
+  const lines = Object.entries(headers).map(([name, value]) => `${headerCase(name)}: ${value}`)
+  return (
+    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? ''}\r\n` +
+    `${lines.join('\r\n')}\r\n\r\n${body}`
+  )
+}
+
+/** `retry-after` as `Retry-After`: header names are case-insensitive, this is only customary. */
+function headerCase(name: string): string {
+  return name.replace(
+    /(^|-)([a-z])/g,
+    (_, dash: string, letter: string) => dash + letter.toUpperCase(),
+  )
 }

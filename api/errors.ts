@@ -46,6 +46,8 @@ export function errorBody(code: ErrorCode, message: string): string {
 }
 
 export const invalidRequest = (message: string) => new ApiError('invalid_request', message)
+export const methodNotAllowed = () =>
+  new ApiError('method_not_allowed', 'only GET is supported', { allow: 'GET' })
 export const notFound = (message = 'no such resource') => new ApiError('not_found', message)
 export const internalError = () =>
   new ApiError('internal_error', 'the server failed to answer this request')

@@ -2,6 +2,7 @@
 // in-process, on files written the way the projector writes them.
 import { randomUUID } from 'node:crypto'
 import { rmSync, writeFileSync } from 'node:fs'
+import { connect } from 'node:net'
 import { Writable } from 'node:stream'
 import { pino } from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -43,6 +44,36 @@ async function json(response: Response): Promise<unknown> {
   const text = await response.text()
   expect({ status: response.status, text }).toMatchObject({ status: 200 })
   return JSON.parse(text)
+}
+
+/**
+ * Sends `request` as raw bytes on a new connection and reads the answer until the server closes
+ * it: for requests no HTTP client would send.
+ */
+async function rawExchange(
+  url: string,
+  request: string,
+): Promise<{ statusLine: string; headers: Map<string, string>; body: string }> {
+  const { hostname, port } = new URL(url)
+  const received = await new Promise<string>((resolve, reject) => {
+    const socket = connect({ host: hostname, port: Number(port) })
+    let text = ''
+    socket.setEncoding('utf8')
+    socket.setTimeout(5000, () => socket.destroy(new Error('the connection was not closed')))
+    socket.on('connect', () => socket.write(request))
+    socket.on('data', (chunk: string) => (text += chunk))
+    socket.on('close', () => resolve(text))
+    socket.on('error', reject)
+  })
+  const split = received.indexOf('\r\n\r\n')
+  const [statusLine = '', ...lines] = received.slice(0, split).split('\r\n')
+  const headers = new Map(
+    lines.map((line) => {
+      const colon = line.indexOf(':')
+      return [line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim()] as const
+    }),
+  )
+  return { statusLine, headers, body: received.slice(split + 4) }
 }
 
 /** Every id of a list, walking its cursors with `limit`. */
@@ -306,6 +337,33 @@ describe('api contract', () => {
         req.end()
       })
       expect(status).toBe(405)
+    })
+
+    it('405 for a method the HTTP parser does not know, which never reaches Fastify', async () => {
+      const key = keys.all!.raw
+      const { statusLine, headers, body } = await rawExchange(
+        api.url,
+        `FOO /api/v1/providers HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${key}\r\n\r\n`,
+      )
+      expect(statusLine).toBe('HTTP/1.1 405 Method Not Allowed')
+      expect(headers.get('allow')).toBe('GET')
+      expect(headers.get('connection')).toBe('close')
+      expect(headers.get('content-type')).toMatch(/^application\/json/)
+      expect(Number(headers.get('content-length'))).toBe(Buffer.byteLength(body))
+      expect(errorEnvelope.parse(JSON.parse(body)).error.code).toBe('method_not_allowed')
+      expect(logLines.join('')).not.toContain(key)
+    })
+
+    it('400 invalid_request, in the envelope and without internals, for an unreadable request', async () => {
+      const { statusLine, headers, body } = await rawExchange(
+        api.url,
+        'GET /api/v1/providers HTTP/1.1\r\nHost: localhost\r\nno colon here\r\n\r\n',
+      )
+      expect(statusLine).toBe('HTTP/1.1 400 Bad Request')
+      expect(headers.has('allow')).toBe(false)
+      expect(headers.get('content-type')).toMatch(/^application\/json/)
+      const { error } = errorEnvelope.parse(JSON.parse(body))
+      expect(error).toEqual({ code: 'invalid_request', message: 'the request could not be read' })
     })
 
     it('500 internal_error carries no stack trace, SQL or internals', async () => {

@@ -1,5 +1,6 @@
 // Rate limits: per key and per organization, headers on every authenticated response, 429 with
 // Retry-After; with REDIS_URL, several api processes count together (a real redis-server).
+import { createServer, type Server, type Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { type OrganizationFixture, ReplicaFixture } from './fixtures.ts'
 import { startRedis, type StartedRedis } from '../../harness/redis.ts'
@@ -111,6 +112,54 @@ describe('rate limits', () => {
         expect(limited.status).toBe(429)
         expect(limited.headers.get('retry-after')).toMatch(/^\d+$/)
         expect(await errorCode(limited)).toBe('rate_limited')
+      }
+    })
+  })
+
+  describe('Redis unavailable: requests pass unlimited, without waiting', () => {
+    // Answered well before a client or proxy would give up; a stalled request fails the test.
+    const quickly = () => ({ signal: AbortSignal.timeout(3000) })
+
+    it('when Redis accepts connections and never answers', async () => {
+      const sockets: Socket[] = []
+      const silent: Server = createServer((socket) => sockets.push(socket))
+      await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve))
+      const { port } = silent.address() as { port: number }
+      const api = await startApi(replica.dataDir, {
+        env: { REDIS_URL: `redis://127.0.0.1:${port}`, RATE_LIMIT_PER_KEY: '1' },
+      })
+      try {
+        const key = replica.key(org.id)
+        for (let i = 0; i < 3; i++) {
+          const response = await api.get('/providers', key.raw, quickly())
+          expect(response.status).toBe(200)
+          expect(response.headers.get('ratelimit-limit')).toBeNull()
+        }
+      } finally {
+        await api.close()
+        for (const socket of sockets) socket.destroy()
+        await new Promise((resolve) => silent.close(resolve))
+      }
+    })
+
+    it('when Redis stops while the api is running', async () => {
+      const redis = await startRedis()
+      const api = await startApi(replica.dataDir, {
+        env: { REDIS_URL: redis.url, RATE_LIMIT_PER_KEY: '2' },
+      })
+      try {
+        const key = replica.key(org.id)
+        const counted = await api.get('/providers', key.raw, quickly())
+        expect(counted.headers.get('ratelimit-remaining')).toBe('1')
+        await redis.stop()
+        for (let i = 0; i < 3; i++) {
+          const response = await api.get('/providers', key.raw, quickly())
+          expect(response.status).toBe(200)
+          expect(response.headers.get('ratelimit-limit')).toBeNull()
+        }
+      } finally {
+        await api.close()
+        await redis.stop()
       }
     })
   })
