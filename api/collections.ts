@@ -85,8 +85,8 @@ export interface Sql {
 }
 
 /**
- * A page of a list is read on the (filters, stamp, id) index, in two or three statements, none of
- * which turns a row into a JavaScript value:
+ * A page of a list is read on the (filters, stamp, id) index, in two or three statements run in one
+ * read transaction (`readPage`), none of which turns a row into a JavaScript value:
  * - `edge` skips `limit - 1` index entries after the start and gives the positions `[stamp, id]`
  *   of the page's last row and of the row after it (present: another page follows);
  * - on a short last page it gives nothing, and `tail` gives the position of the list's last row;
@@ -94,9 +94,9 @@ export interface Sql {
  *   including `last`, in page order, as one string.
  *
  * The start is the later of `updated_since` (inclusive: `(stamp, id) > (since, '')` is
- * `stamp >= since`, ids are never empty) and the cursor. A write between the statements cannot
- * lose a row: stamps only grow, so a row that moves leaves the range for a later page, and none
- * can enter it.
+ * `stamp >= since`, ids are never empty) and the cursor. The statements must see one state of the
+ * file: a row the projector commits between them at or before the page's last position (a tie on
+ * its stamp, say) would be joined into a page that already holds `limit` rows.
  */
 export interface PageSql {
   readonly edge: Sql
@@ -144,6 +144,31 @@ export function pageSql(
       args: [...args, ...last],
     }),
   }
+}
+
+/** What reading a page needs of an organization file (store.ts). */
+export interface PageReader {
+  rows(query: Sql): unknown[][]
+  value(query: Sql): unknown
+  snapshot<T>(read: () => T): T
+}
+
+export interface PageRead {
+  /** The stored JSON texts of the page's rows, in page order, joined by commas. */
+  readonly bodies: string
+  /** The position of the page's last row when another page follows it. */
+  readonly next: Position | undefined
+}
+
+/** Reads one page of `page`, all of its statements in one snapshot of the file. */
+export function readPage(file: PageReader, page: PageSql): PageRead {
+  return file.snapshot(() => {
+    const [last, following] = file.rows(page.edge) as Position[]
+    const end = last ?? (file.rows(page.tail)[0] as Position | undefined)
+    if (end === undefined) return { bodies: '', next: undefined }
+    const bodies = file.value(page.bodies(end)) as string
+    return { bodies, next: following === undefined ? undefined : end }
+  })
 }
 
 export function detailSql(collection: Collection, view: View, id: string): Sql {

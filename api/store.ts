@@ -15,9 +15,20 @@ class UnusableFile extends Error {}
 export class OrganizationFile {
   readonly #db: SqliteDatabase
   readonly #statements = new Map<string, Statement>()
+  readonly #inTransaction: (read: () => unknown) => unknown
 
   constructor(db: SqliteDatabase) {
     this.#db = db
+    // Made once per file: better-sqlite3 prepares its BEGIN and COMMIT with it.
+    this.#inTransaction = db.transaction((read: () => unknown) => read())
+  }
+
+  /**
+   * Runs `read` in one read transaction: on a WAL file, all of its statements see the same
+   * committed state, whatever the projector commits meanwhile.
+   */
+  snapshot<T>(read: () => T): T {
+    return this.#inTransaction(read) as T
   }
 
   /** Every row of a query, as arrays of column values. Statements are prepared once. */

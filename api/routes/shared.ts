@@ -3,7 +3,7 @@
 // (app.ts); what is left is 400 (parameters, cursor), then 404, then the page itself.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { canSeeSensitive, type Principal } from '../auth.ts'
-import { type Collection, detailSql, pageSql, type View } from '../collections.ts'
+import { type Collection, detailSql, pageSql, readPage, type View } from '../collections.ts'
 import { decodeCursor, encodeCursor, type Position } from '../cursor.ts'
 import { ApiError, invalidRequest, notFound } from '../errors.ts'
 import { detailBody, listBody } from '../page.ts'
@@ -90,15 +90,11 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
     const view = viewOf(collection, principal)
     const { query, binding, after } = listRequest(ctx, principal, collection.list, view, request, 2)
     const page = pageSql(collection, view, query.filters, after, query.limit)
-    const result = served.organizations.read(principal.organizationId, (file) => {
-      const [last, following] = file.rows(page.edge) as [string, string][]
-      const end = last ?? (file.rows(page.tail)[0] as [string, string] | undefined)
-      if (end === undefined) return { bodies: '', next: null }
-      const bodies = file.value(page.bodies(end)) as string
-      const more = following !== undefined
-      return { bodies, next: more ? encodeCursor(ctx.cursorSecret, binding, end) : null }
-    })
-    return sendBuilt(ctx, reply, (allocate) => listBody(result.bodies, result.next, allocate))
+    const { bodies, next } = served.organizations.read(principal.organizationId, (file) =>
+      readPage(file, page),
+    )
+    const cursor = next === undefined ? null : encodeCursor(ctx.cursorSecret, binding, next)
+    return sendBuilt(ctx, reply, (allocate) => listBody(bodies, cursor, allocate))
   })
 }
 

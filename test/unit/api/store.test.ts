@@ -1,0 +1,81 @@
+// A list page is read from an organization file in several statements while the projector, a
+// separate connection, commits batches: the statements must all see one state of the file.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterEach, beforeEach, describe, expect, it } from 'vitest'
+import { collections, type PageReader, pageSql, readPage } from '../../../api/collections.ts'
+import { OrganizationFile } from '../../../api/store.ts'
+import { openForReading, openForWriting, type SqliteDatabase } from '../../../src/sqlite.ts'
+
+const stamp = (second: number) => `2026-01-01T00:00:0${second}.000Z`
+
+describe('readPage', () => {
+  let dir: string
+  let writer: SqliteDatabase
+  let file: OrganizationFile
+  let write: (id: string, at: string) => void
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'api-store-'))
+    const path = join(dir, 'organization.db')
+    writer = openForWriting(path, 'organization')
+    const insert = writer.prepare(
+      `INSERT INTO doc_provider_groups (id, updated_at, hash, body) VALUES (?, ?, 'h', ?)`,
+    )
+    write = (id, at) => insert.run(id, at, JSON.stringify({ id }))
+    for (const [id, at] of [
+      ['g1', stamp(1)],
+      ['g2', stamp(1)],
+      ['g3', stamp(1)],
+      ['g5', stamp(2)],
+    ] as const) {
+      write(id, at)
+    }
+    file = new OrganizationFile(openForReading(path))
+  })
+
+  afterEach(() => {
+    file.close()
+    writer.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  const ids = (bodies: string) => (JSON.parse(`[${bodies}]`) as { id: string }[]).map((b) => b.id)
+
+  it('never holds more than limit rows when the projector commits between its statements', () => {
+    // A batch committed right after the first statement, on the newest stamp (nextStamp gives
+    // the same stamp to batches within one millisecond), with an id before the page's last row.
+    let committed = false
+    const racing: PageReader = {
+      snapshot: (read) => file.snapshot(read),
+      value: (query) => file.value(query),
+      rows(query) {
+        const rows = file.rows(query)
+        if (!committed) {
+          committed = true
+          write('g4', stamp(2))
+        }
+        return rows
+      },
+    }
+    const page = pageSql(collections['provider-groups'], 'base', {}, undefined, 4)
+    const read = readPage(racing, page)
+    expect(committed).toBe(true)
+    expect(ids(read.bodies)).toEqual(['g1', 'g2', 'g3', 'g5'])
+    expect(read.next).toBeUndefined()
+
+    // The snapshot ended with the page: the next read sees the batch.
+    expect(ids(readPage(file, page).bodies)).toEqual(['g1', 'g2', 'g3', 'g4'])
+  })
+
+  it('gives the position of the last row when another page follows', () => {
+    const page = pageSql(collections['provider-groups'], 'base', {}, undefined, 2)
+    expect(readPage(file, page)).toEqual({
+      bodies: '{"id":"g1"},{"id":"g2"}',
+      next: [stamp(1), 'g2'],
+    })
+    const empty = pageSql(collections['provider-groups'], 'base', {}, [stamp(2), 'g5'], 2)
+    expect(readPage(file, empty)).toEqual({ bodies: '', next: undefined })
+  })
+})
