@@ -64,13 +64,13 @@ export function splitQuery(raw: string): Map<string, string> | ApiError {
     const eq = part.indexOf('=')
     const rawName = eq === -1 ? part : part.slice(0, eq)
     const rawValue = eq === -1 ? '' : part.slice(eq + 1)
-    let name: string
-    let value: string
-    try {
-      name = decodeURIComponent(rawName.replace(/\+/g, ' '))
-      value = decodeURIComponent(rawValue.replace(/\+/g, ' '))
-    } catch {
-      return invalidRequest('the query string is not valid percent-encoding')
+    const name = decodeComponent(rawName)
+    if (name === undefined) {
+      return invalidRequest('a query parameter name is not valid percent-encoding')
+    }
+    const value = decodeComponent(rawValue)
+    if (value === undefined) {
+      return invalidRequest(`query parameter ${quote(name)} is not valid percent-encoding`)
     }
     if (params.has(name)) {
       return invalidRequest(`query parameter ${quote(name)} is given more than once`)
@@ -78,6 +78,15 @@ export function splitQuery(raw: string): Map<string, string> | ApiError {
     params.set(name, value)
   }
   return params
+}
+
+/** A query string component decoded (`+` is a space), or undefined when malformed. */
+function decodeComponent(raw: string): string | undefined {
+  try {
+    return decodeURIComponent(raw.replace(/\+/g, ' '))
+  } catch {
+    return undefined
+  }
 }
 
 /** The query string of a URL (`/a?b=c` gives `b=c`). */

@@ -36,7 +36,12 @@ describe('splitQuery', () => {
   })
   it('refuses repeated parameters and bad encoding', () => {
     expect((splitQuery('limit=1&limit=2') as ApiError).message).toMatch(/"limit".*more than once/)
-    expect(splitQuery('a=%E0%A4%A')).toBeInstanceOf(ApiError)
+    expect((splitQuery('payer=%E0%A4%A') as ApiError).message).toBe(
+      'query parameter "payer" is not valid percent-encoding',
+    )
+    expect((splitQuery('pay%ZZer=x') as ApiError).message).toBe(
+      'a query parameter name is not valid percent-encoding',
+    )
   })
 })
 
