@@ -10,8 +10,9 @@ try {
   config = loadApiConfig(process.env)
 } catch (error) {
   if (!(error instanceof ConfigError)) throw error
-  process.stderr.write(`${error.message}\n`)
-  process.exit(1)
+  // As the projector: exit 2 on a bad configuration value, the message naming the variable.
+  process.stderr.write(`api: ${error.message}\n`)
+  process.exit(2)
 }
 
 const logger = createLogger('api', config.logLevel)

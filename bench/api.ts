@@ -10,6 +10,10 @@
 // then the list page again at half its saturation rate, for latency without queueing.
 // Prints the figures, then one line of JSON:
 //   {"listRps","bareRps","listP50Ms","listP99Ms","cursorRps","detailRps"}
+// A measured run with any error or non-2xx response makes the figures meaningless: the bench
+// then exits 1 instead of printing that line.
+//
+// Environment: BENCH_DURATION_SECONDS (8 per run), BENCH_CONNECTIONS (16).
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -18,14 +22,18 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
 import Fastify from 'fastify'
+import { type BenchConfig, ConfigError, loadBenchConfig } from '../src/config.ts'
 import { freePort } from '../test/harness/process.ts'
 import { allScopes, ReplicaFixture, stamp } from '../test/integration/api/fixtures.ts'
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url))
 const autocannonBin = join(repoRoot, 'node_modules/.bin/autocannon')
 const PROVIDERS = 10_000
-const DURATION_S = Number(process.env.BENCH_DURATION_SECONDS ?? 8)
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16)
+
+/** A bench whose figures must not be used (a run had failed requests). */
+class BenchFailure extends Error {
+  override name = 'BenchFailure'
+}
 
 // `tsx bench/api.ts --bare <port> <bodyFile>`: the bare server, run in its own process.
 if (process.argv[2] === '--bare') {
@@ -34,7 +42,13 @@ if (process.argv[2] === '--bare') {
   app.get('/bare', (_request, reply) => reply.type('application/json; charset=utf-8').send(body))
   await app.listen({ host: '127.0.0.1', port: Number(process.argv[3]) })
 } else {
-  await main()
+  try {
+    await main(loadBenchConfig(process.env))
+  } catch (error) {
+    if (!(error instanceof ConfigError || error instanceof BenchFailure)) throw error
+    process.stderr.write(`bench:api: ${error.message}\n`)
+    process.exitCode = 1
+  }
 }
 
 function buildOrganization(): { replica: ReplicaFixture; key: string; ids: string[] } {
@@ -119,13 +133,14 @@ function cpuSeconds(pid: number): number {
 }
 
 async function autocannon(
+  bench: BenchConfig,
   url: string,
   key: string | undefined,
   server: ChildProcess,
   rate?: number,
 ): Promise<Result> {
   const cpuBefore = cpuSeconds(server.pid as number)
-  const args = ['--json', '-c', String(CONNECTIONS), '-d', String(DURATION_S)]
+  const args = ['--json', '-c', String(bench.connections), '-d', String(bench.durationSeconds)]
   if (key !== undefined) args.push('-H', `authorization=Bearer ${key}`)
   if (rate !== undefined) args.push('-R', String(rate))
   args.push(url)
@@ -152,7 +167,14 @@ async function autocannon(
   }
 }
 
-async function main(): Promise<void> {
+/** The measured runs that had errors or non-2xx responses, one line each. */
+function failedRuns(results: Record<string, Result>): string[] {
+  return Object.entries(results)
+    .filter(([, r]) => r.errors > 0 || r.non2xx > 0)
+    .map(([name, r]) => `${name}: ${r.errors} errors, ${r.non2xx} non-2xx responses`)
+}
+
+async function main(bench: BenchConfig): Promise<void> {
   process.stdout.write(`building an organization of ${PROVIDERS} providers...\n`)
   const { replica, key, ids } = buildOrganization()
   const [port, adminPort, barePort] = [await freePort(), await freePort(), await freePort()]
@@ -194,29 +216,37 @@ async function main(): Promise<void> {
       bare: `http://127.0.0.1:${barePort}/bare`,
     }
     process.stdout.write(
-      `page of 50: ${firstPage.length} bytes; ${CONNECTIONS} connections, ${DURATION_S} s per run\n`,
+      `page of 50: ${firstPage.length} bytes; ${bench.connections} connections, ` +
+        `${bench.durationSeconds} s per run\n`,
     )
     const [apiProcess, bareProcess] = children as [ChildProcess, ChildProcess]
     // Warm up both servers (JIT, page cache) before measuring.
-    await autocannon(urls.list, key, apiProcess)
-    await autocannon(urls.bare, undefined, bareProcess)
+    await autocannon(bench, urls.list, key, apiProcess)
+    await autocannon(bench, urls.bare, undefined, bareProcess)
 
     const results: Record<string, Result> = {}
     for (const [name, url] of Object.entries(urls)) {
       results[name] = await autocannon(
+        bench,
         url,
         name === 'bare' ? undefined : key,
         name === 'bare' ? bareProcess : apiProcess,
       )
     }
     const half = Math.max(1, Math.round((results.list as Result).rps / 2))
-    results.listHalf = await autocannon(urls.list, key, apiProcess, half)
+    results.listHalf = await autocannon(bench, urls.list, key, apiProcess, half)
 
     for (const [name, r] of Object.entries(results)) {
       process.stdout.write(
         `${name.padEnd(8)} ${String(r.rps).padStart(7)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms` +
           `  server cpu ${r.cpuMsPerRequest} ms/req  ${r.bytesPerRequest} B/req` +
           `  errors ${r.errors}  non-2xx ${r.non2xx}\n`,
+      )
+    }
+    const failed = failedRuns(results)
+    if (failed.length > 0) {
+      throw new BenchFailure(
+        `requests failed during measured runs, the figures above are not valid:\n  ${failed.join('\n  ')}`,
       )
     }
     const list = results.list as Result

@@ -22,7 +22,7 @@ import type { Admin, Kafka } from 'kafkajs'
 import pino from 'pino'
 import { createProjector } from '../projector/projector.ts'
 import { changeTopics } from '../projector/sources/kafka.ts'
-import { loadProjectorConfig } from '../src/config.ts'
+import { isolatedChildEnv, loadProjectorConfig } from '../src/config.ts'
 import { datasetSizeFor, writeDataset } from '../scripts/dataset/generate.ts'
 import { kafkaClient, startKafka } from '../test/harness/kafka.ts'
 import { repoRoot } from '../test/harness/paths.ts'
@@ -80,7 +80,7 @@ function projectFile(
       ['--import', 'tsx', 'projector/main.ts', '--from-file', path],
       {
         cwd: repoRoot,
-        env: { PATH: process.env.PATH ?? '', DATA_DIR: dataDir, LOG_LEVEL: 'info' },
+        env: isolatedChildEnv(process.env, { DATA_DIR: dataDir, LOG_LEVEL: 'info' }),
         stdio: ['ignore', 'pipe', 'inherit'],
       },
     )

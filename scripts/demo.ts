@@ -8,49 +8,31 @@
 import closeWithGrace from 'close-with-grace'
 import { mkdirSync, rmSync } from 'node:fs'
 import { join, resolve } from 'node:path'
-import { z } from 'zod'
 import { buildApi } from '../api/app.ts'
 import { createProjector } from '../projector/projector.ts'
-import { ConfigError, loadApiConfig, loadProjectorConfig } from '../src/config.ts'
+import { loadApiConfig, loadDemoConfig, loadProjectorConfig } from '../src/config.ts'
 import { createLogger } from '../src/log.ts'
 import { writeDataset } from './dataset/generate.ts'
-
-const demoEnv = z.object({
-  DEMO_DATA_DIR: z.string().min(1).default('./data/demo'),
-  DEMO_ORGANIZATIONS: z.coerce.number().int().min(1).max(50).default(3),
-  DEMO_PROVIDERS: z.coerce.number().int().min(1).max(100_000).default(1500),
-  DEMO_SEED: z.coerce.number().int().min(0).default(1),
-  HOST: z.string().min(1).default('127.0.0.1'),
-  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
-})
 
 function say(line = ''): void {
   process.stdout.write(`${line}\n`)
 }
 
 async function main(): Promise<void> {
-  const parsed = demoEnv.safeParse(
-    Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== undefined && v !== '')),
-  )
-  if (!parsed.success) {
-    throw new ConfigError(
-      parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('\n'),
-    )
-  }
-  const env = parsed.data
-  const dataDir = resolve(env.DEMO_DATA_DIR)
+  const demo = loadDemoConfig(process.env)
+  const dataDir = resolve(demo.dataDir)
   rmSync(dataDir, { recursive: true, force: true })
   mkdirSync(dataDir, { recursive: true })
 
   const eventsFile = join(dataDir, 'events.ndjson')
   say(
-    `1/3 generating ${env.DEMO_ORGANIZATIONS} organizations x ${env.DEMO_PROVIDERS} providers as Debezium events...`,
+    `1/3 generating ${demo.organizations} organizations x ${demo.providersPerOrganization} providers as Debezium events...`,
   )
   let t0 = Date.now()
   const dataset = await writeDataset(eventsFile, {
-    organizations: env.DEMO_ORGANIZATIONS,
-    providersPerOrganization: env.DEMO_PROVIDERS,
-    seed: env.DEMO_SEED,
+    organizations: demo.organizations,
+    providersPerOrganization: demo.providersPerOrganization,
+    seed: demo.seed,
     now: new Date(),
   })
   say(
@@ -72,8 +54,8 @@ async function main(): Promise<void> {
   say('3/3 starting the api (npm run api)')
   const apiConfig = loadApiConfig({
     DATA_DIR: dataDir,
-    HOST: env.HOST,
-    PORT: String(env.PORT),
+    HOST: demo.host,
+    PORT: String(demo.port),
     ADMIN_PORT: '0',
   })
   const api = await buildApi({ config: apiConfig, logger: createLogger('api', 'warn') })

@@ -1,5 +1,7 @@
 // Configuration: read once from the environment, validated, and passed down. Nothing else in the
-// project reads process.env.
+// project reads process.env: entry points hand it whole to a loader here.
+import { statSync } from 'node:fs'
+import { resolve } from 'node:path'
 import { z } from 'zod'
 
 export class ConfigError extends Error {
@@ -51,8 +53,32 @@ export type ProjectorConfig = {
   walCheckpointBytes: number
 }
 
+/**
+ * A directory that must already exist. The api only reads what the projector writes: pointed at
+ * a wrong path it would start and answer 503 forever, so it refuses to start instead.
+ */
+const existingDirectory = z
+  .string()
+  .min(1)
+  .superRefine((path, ctx) => {
+    const absolute = resolve(path)
+    let isDirectory: boolean | undefined
+    try {
+      isDirectory = statSync(absolute, { throwIfNoEntry: false })?.isDirectory()
+    } catch {
+      ctx.addIssue({ code: 'custom', message: `must be a readable directory: ${absolute}` })
+      return
+    }
+    if (isDirectory === undefined) {
+      ctx.addIssue({ code: 'custom', message: `must be an existing directory: ${absolute}` })
+    } else if (!isDirectory) {
+      ctx.addIssue({ code: 'custom', message: `must be a directory: ${absolute} is not one` })
+    }
+  })
+
 const apiEnv = z.object({
-  DATA_DIR: z.string().min(1).default('./data'),
+  // prefault: the default is checked like a given value.
+  DATA_DIR: existingDirectory.prefault('./data'),
   HOST: z.string().min(1).default('0.0.0.0'),
   PORT: port.default(8080),
   ADMIN_HOST: z.string().min(1).default('127.0.0.1'),
@@ -99,7 +125,8 @@ function parseEnv<T extends z.ZodType>(schema: T, env: Env): z.infer<T> {
   const result = schema.safeParse(present)
   if (!result.success) {
     const lines = result.error.issues.map((issue) => {
-      const name = issue.path.join('.')
+      // The variable, not the path into its parsed value (KAFKA_BROKERS, not KAFKA_BROKERS.0).
+      const name = String(issue.path[0] ?? '')
       const value = env[name]
       // Echo the value only for variables that cannot hold a secret.
       const shown =
@@ -111,6 +138,37 @@ function parseEnv<T extends z.ZodType>(schema: T, env: Env): z.infer<T> {
     throw new ConfigError(`invalid configuration:\n  ${lines.join('\n  ')}`)
   }
   return result.data
+}
+
+const demoEnv = z.object({
+  DEMO_DATA_DIR: z.string().min(1).default('./data/demo'),
+  DEMO_ORGANIZATIONS: z.coerce.number().int().min(1).max(50).default(3),
+  DEMO_PROVIDERS: z.coerce.number().int().min(1).max(100_000).default(1500),
+  DEMO_SEED: z.coerce.number().int().min(0).default(1),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  PORT: port.default(8080),
+})
+
+/** `npm run demo` (scripts/demo.ts). */
+export type DemoConfig = {
+  /** Wiped and recreated at start. */
+  dataDir: string
+  organizations: number
+  providersPerOrganization: number
+  seed: number
+  host: string
+  port: number
+}
+
+const benchEnv = z.object({
+  BENCH_DURATION_SECONDS: positiveInt.default(8),
+  BENCH_CONNECTIONS: positiveInt.default(16),
+})
+
+/** `npm run bench:api` (bench/api.ts): the shape of each autocannon run. */
+export type BenchConfig = {
+  durationSeconds: number
+  connections: number
 }
 
 export function loadProjectorConfig(env: Env): ProjectorConfig {
@@ -143,4 +201,29 @@ export function loadApiConfig(env: Env): ApiConfig {
     logLevel: e.LOG_LEVEL,
     cursorSecret: e.CURSOR_SECRET ?? DEFAULT_CURSOR_SECRET,
   }
+}
+
+export function loadDemoConfig(env: Env): DemoConfig {
+  const e = parseEnv(demoEnv, env)
+  return {
+    dataDir: e.DEMO_DATA_DIR,
+    organizations: e.DEMO_ORGANIZATIONS,
+    providersPerOrganization: e.DEMO_PROVIDERS,
+    seed: e.DEMO_SEED,
+    host: e.HOST,
+    port: e.PORT,
+  }
+}
+
+export function loadBenchConfig(env: Env): BenchConfig {
+  const e = parseEnv(benchEnv, env)
+  return { durationSeconds: e.BENCH_DURATION_SECONDS, connections: e.BENCH_CONNECTIONS }
+}
+
+/**
+ * The environment of a child process that must not inherit this one's configuration: only
+ * `PATH`, so that it finds the same programs, then `vars`.
+ */
+export function isolatedChildEnv(env: Env, vars: Record<string, string>): Record<string, string> {
+  return { PATH: env.PATH ?? '', ...vars }
 }

@@ -2,10 +2,11 @@
 // with SIGTERM. The test runs the tsx binary npx would run: npx itself (through `sh -c`) does not
 // pass a SIGTERM on to its child.
 import { type ChildProcess, spawn } from 'node:child_process'
-import { join } from 'node:path'
+import { rmSync } from 'node:fs'
+import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { allScopes, ReplicaFixture } from './fixtures.ts'
+import { allScopes, newDataDir, ReplicaFixture } from './fixtures.ts'
 
 const repoRoot = fileURLToPath(new URL('../../..', import.meta.url))
 
@@ -85,5 +86,23 @@ describe('api process', () => {
     child.kill('SIGTERM')
     expect(await exited).toBe(0)
     expect(output).toContain('"msg":"stopping"')
+  })
+})
+
+describe('api process configuration', () => {
+  it('refuses to start, naming DATA_DIR, when the data directory does not exist', async () => {
+    const missing = join(newDataDir(), 'missing')
+    const child = spawn(join(repoRoot, 'node_modules/.bin/tsx'), ['api/main.ts'], {
+      cwd: repoRoot,
+      env: { ...process.env, DATA_DIR: missing, PORT: '0', ADMIN_PORT: '0' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stderr = ''
+    child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()))
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+    expect(code).toBe(2)
+    expect(stderr).toContain(`api: invalid configuration`)
+    expect(stderr).toContain(`DATA_DIR: must be an existing directory: ${missing}`)
+    rmSync(dirname(missing), { recursive: true, force: true })
   })
 })

@@ -1,0 +1,135 @@
+// The environment loaders: defaults, and a refusal naming the variable for each bad value.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import {
+  ConfigError,
+  isolatedChildEnv,
+  loadApiConfig,
+  loadBenchConfig,
+  loadDemoConfig,
+  loadProjectorConfig,
+} from '../../src/config.ts'
+
+/** The ConfigError a loader throws for `env`. */
+function refusal(load: () => unknown): ConfigError {
+  try {
+    load()
+  } catch (error) {
+    if (error instanceof ConfigError) return error
+    throw error
+  }
+  throw new Error('the configuration was accepted')
+}
+
+describe('loadApiConfig', () => {
+  let dataDir: string
+
+  beforeAll(() => {
+    dataDir = mkdtempSync(join(tmpdir(), 'config-test-'))
+  })
+  afterAll(() => rmSync(dataDir, { recursive: true, force: true }))
+
+  it('loads the defaults', () => {
+    expect(loadApiConfig({ DATA_DIR: dataDir })).toEqual({
+      dataDir,
+      host: '0.0.0.0',
+      port: 8080,
+      admin: { host: '127.0.0.1', port: 9465 },
+      redisUrl: undefined,
+      rateLimit: { perKey: 120, perOrganization: 600, windowSeconds: 60 },
+      openFilesMax: 256,
+      logLevel: 'info',
+      cursorSecret: expect.any(String) as string,
+    })
+  })
+
+  it('reads an empty variable as unset', () => {
+    expect(loadApiConfig({ DATA_DIR: dataDir, PORT: '', REDIS_URL: '' })).toMatchObject({
+      port: 8080,
+      redisUrl: undefined,
+    })
+  })
+
+  it('refuses a bad PORT, naming it and the value', () => {
+    for (const value of ['http', '-1', '65536', '80.5']) {
+      const error = refusal(() => loadApiConfig({ DATA_DIR: dataDir, PORT: value }))
+      expect(error.message).toMatch(new RegExp(`^\\s*PORT: .*\\(got "${value}"\\)$`, 'm'))
+    }
+  })
+
+  it('refuses a bad RATE_LIMIT_PER_KEY, naming it', () => {
+    for (const value of ['0', 'many', '1.5']) {
+      const error = refusal(() => loadApiConfig({ DATA_DIR: dataDir, RATE_LIMIT_PER_KEY: value }))
+      expect(error.message).toMatch(/^\s*RATE_LIMIT_PER_KEY: /m)
+      expect(error.message).not.toMatch(/^\s*(PORT|DATA_DIR):/m)
+    }
+  })
+
+  it('refuses a DATA_DIR that does not exist or is not a directory', () => {
+    const missing = join(dataDir, 'missing')
+    expect(refusal(() => loadApiConfig({ DATA_DIR: missing })).message).toMatch(
+      new RegExp(`^\\s*DATA_DIR: must be an existing directory: ${missing}`, 'm'),
+    )
+    const file = join(dataDir, 'a-file')
+    writeFileSync(file, '')
+    expect(refusal(() => loadApiConfig({ DATA_DIR: file })).message).toMatch(
+      /^\s*DATA_DIR: must be a directory: /m,
+    )
+  })
+
+  it('lists every bad variable at once, never echoing a secret', () => {
+    const { message } = refusal(() =>
+      loadApiConfig({
+        DATA_DIR: dataDir,
+        ADMIN_PORT: 'x',
+        CURSOR_SECRET: 'short-secret',
+        REDIS_URL: 'http://user:hunter2@redis',
+      }),
+    )
+    expect(message).toMatch(/^\s*ADMIN_PORT: /m)
+    expect(message).toMatch(/^\s*CURSOR_SECRET: /m)
+    expect(message).toMatch(/^\s*REDIS_URL: /m)
+    expect(message).not.toContain('short-secret')
+    expect(message).not.toContain('hunter2')
+  })
+})
+
+describe('the scripts loaders', () => {
+  it('loads the demo and bench defaults', () => {
+    expect(loadDemoConfig({})).toEqual({
+      dataDir: './data/demo',
+      organizations: 3,
+      providersPerOrganization: 1500,
+      seed: 1,
+      host: '127.0.0.1',
+      port: 8080,
+    })
+    expect(loadBenchConfig({})).toEqual({ durationSeconds: 8, connections: 16 })
+  })
+
+  it('refuses bad values, naming the variable', () => {
+    expect(refusal(() => loadDemoConfig({ DEMO_ORGANIZATIONS: '0' })).message).toMatch(
+      /^\s*DEMO_ORGANIZATIONS: /m,
+    )
+    expect(refusal(() => loadBenchConfig({ BENCH_CONNECTIONS: 'lots' })).message).toMatch(
+      /^\s*BENCH_CONNECTIONS: .*\(got "lots"\)$/m,
+    )
+  })
+
+  it('gives a child process PATH and its own variables only', () => {
+    expect(isolatedChildEnv({ PATH: '/bin', PORT: '1' }, { DATA_DIR: '/d' })).toEqual({
+      PATH: '/bin',
+      DATA_DIR: '/d',
+    })
+  })
+})
+
+describe('loadProjectorConfig', () => {
+  it('names the variable, not a path into it, for a bad broker', () => {
+    expect(() => loadProjectorConfig({ KAFKA_BROKERS: '127.0.0.1:9092,nohostport' })).toThrow(
+      /^invalid configuration:\n {2}KAFKA_BROKERS: .*\(got "127\.0\.0\.1:9092,nohostport"\)$/,
+    )
+  })
+})
