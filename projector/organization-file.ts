@@ -122,8 +122,12 @@ export function openOrganizationFile(
           coalesce(changes) as unknown as DocumentsMirrorChange[],
           stamp,
         )
-        if (stamp !== lastStamp) writeMeta.run('last_stamp', stamp)
-        lastStamp = stamp
+        // Only a stamp some document now carries is the last one: a batch that rewrote nothing
+        // must not push the next batch's stamp ahead of the clock.
+        if (documents.rewritten > 0) {
+          writeMeta.run('last_stamp', stamp)
+          lastStamp = stamp
+        }
       }
       for (const [key, origin] of offsets) {
         writeOffset.run(origin.topic, origin.partition, origin.offset)

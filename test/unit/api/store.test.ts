@@ -44,8 +44,9 @@ describe('readPage', () => {
   const ids = (bodies: string) => (JSON.parse(`[${bodies}]`) as { id: string }[]).map((b) => b.id)
 
   it('never holds more than limit rows when the projector commits between its statements', () => {
-    // A batch committed right after the first statement, on the newest stamp (nextStamp gives
-    // the same stamp to batches within one millisecond), with an id before the page's last row.
+    // A row committed right after the first statement, tied on the page's last stamp with an id
+    // before its last row. The projector stamps each batch strictly later (projector/stamp.ts);
+    // a page holds at most limit rows whatever the writer does.
     let committed = false
     const racing: PageReader = {
       snapshot: (read) => file.snapshot(read),

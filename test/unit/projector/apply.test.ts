@@ -26,6 +26,18 @@ function applierIn() {
     walCheckpointBytes: 1 << 30,
     clock: () => new Date('2026-11-22T10:00:00.000Z'),
   })
+  const stamps = (organizationId: string): Record<string, string> => {
+    const db = new Database(generation.organizationPath(organizationId), { readonly: true })
+    try {
+      const rows = db.prepare('SELECT id, updated_at FROM doc_providers').all() as {
+        id: string
+        updated_at: string
+      }[]
+      return Object.fromEntries(rows.map((r) => [r.id, r.updated_at]))
+    } finally {
+      db.close()
+    }
+  }
   const providerIds = (organizationId: string): string[] => {
     const db = new Database(generation.organizationPath(organizationId), { readonly: true })
     try {
@@ -34,7 +46,7 @@ function applierIn() {
       db.close()
     }
   }
-  return { applier, providerIds }
+  return { applier, providerIds, stamps }
 }
 
 describe('applyBatch', () => {
@@ -54,5 +66,37 @@ describe('applyBatch', () => {
     expect(providerIds(ORG_A)).toEqual([])
     // Inserted before the truncate: gone; after it: kept.
     expect(providerIds(ORG_B)).toEqual([uuid(3)])
+  })
+
+  it('stamps a later batch strictly later, even within the same millisecond', () => {
+    // The clock stands still: both batches run at 10:00:00.000.
+    const { applier, stamps } = applierIn()
+    applier.applyBatch([
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(2), ORG_A) }),
+    ])
+    applier.applyBatch([
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(1), ORG_A) }),
+    ])
+    applier.close()
+    // A walk whose cursor stopped after provider 2 still meets provider 1, though its id sorts first.
+    const s = stamps(ORG_A)
+    expect(s[uuid(2)]).toBe('2026-11-22T10:00:00.000Z')
+    expect(s[uuid(1)]).toBe('2026-11-22T10:00:00.001Z')
+  })
+
+  it('moves no stamp for a batch that changes no response', () => {
+    const { applier, stamps } = applierIn()
+    const row = providerRow(uuid(1), ORG_A)
+    applier.applyBatch([record({ table: 'providers', op: 'c', after: row, lsn: 1 })])
+    // Same content again (a no-op UPDATE), then a new provider: stamped by the clock alone.
+    applier.applyBatch([record({ table: 'providers', op: 'u', after: row, lsn: 2 })])
+    applier.applyBatch([
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(2), ORG_A) }),
+    ])
+    applier.close()
+    expect(stamps(ORG_A)).toEqual({
+      [uuid(1)]: '2026-11-22T10:00:00.000Z',
+      [uuid(2)]: '2026-11-22T10:00:00.001Z',
+    })
   })
 })

@@ -19,12 +19,21 @@ describe('supersedes (the older-never-wins guard)', () => {
 })
 
 describe('nextStamp', () => {
-  it('is the clock, but never earlier than the last stamp', () => {
+  it('is the clock when the clock is past the last stamp', () => {
     expect(nextStamp(new Date('2026-11-21T10:00:00.000Z'), undefined)).toBe(
       '2026-11-21T10:00:00.000Z',
     )
-    expect(nextStamp(new Date('2026-11-21T10:00:00.000Z'), '2026-11-21T11:00:00.000Z')).toBe(
-      '2026-11-21T11:00:00.000Z',
+    expect(nextStamp(new Date('2026-11-21T10:00:00.005Z'), '2026-11-21T10:00:00.004Z')).toBe(
+      '2026-11-21T10:00:00.005Z',
+    )
+  })
+
+  it('is strictly after the last stamp when the clock stands still or steps back', () => {
+    expect(nextStamp(new Date('2026-11-21T10:00:00.000Z'), '2026-11-21T10:00:00.000Z')).toBe(
+      '2026-11-21T10:00:00.001Z',
+    )
+    expect(nextStamp(new Date('2026-11-21T10:00:00.000Z'), '2026-11-21T11:00:00.999Z')).toBe(
+      '2026-11-21T11:00:01.000Z',
     )
   })
 })
