@@ -139,7 +139,7 @@ export function pageSql(
       // The ordered subquery is not flattened into the aggregate (SQLite does not flatten an
       // ORDERed subquery into an aggregate query), so group_concat receives the rows in order.
       sql:
-        `SELECT group_concat(${body}, ',') FROM (SELECT ${body} ${filtered} ` +
+        `SELECT CAST(group_concat(${body}, ',') AS BLOB) FROM (SELECT ${body} ${filtered} ` +
         `AND (${stamp}, id) <= (?, ?) ORDER BY ${stamp}, id)`,
       args: [...args, ...last],
     }),
@@ -154,19 +154,26 @@ export interface PageReader {
 }
 
 export interface PageRead {
-  /** The stored JSON texts of the page's rows, in page order, joined by commas. */
-  readonly bodies: string
+  /**
+   * The stored JSON texts of the page's rows, in page order, joined by commas, as UTF-8 bytes:
+   * SQLite hands them over as a BLOB, so they are copied into the response, never decoded into a
+   * JavaScript string and encoded again (a page of 50 providers is 130 KB: that round trip was
+   * a third of the list route's time).
+   */
+  readonly bodies: Buffer
   /** The position of the page's last row when another page follows it. */
   readonly next: Position | undefined
 }
+
+const NO_BODIES = Buffer.alloc(0)
 
 /** Reads one page of `page`, all of its statements in one snapshot of the file. */
 export function readPage(file: PageReader, page: PageSql): PageRead {
   return file.snapshot(() => {
     const [last, following] = file.rows(page.edge) as Position[]
     const end = last ?? (file.rows(page.tail)[0] as Position | undefined)
-    if (end === undefined) return { bodies: '', next: undefined }
-    const bodies = file.value(page.bodies(end)) as string
+    if (end === undefined) return { bodies: NO_BODIES, next: undefined }
+    const bodies = file.value(page.bodies(end)) as Buffer
     return { bodies, next: following === undefined ? undefined : end }
   })
 }

@@ -9,12 +9,13 @@ const fresh: Allocate = (size) => Buffer.allocUnsafe(size)
 
 // Bodies are sent as bytes, encoded once straight into the response buffer: a large string
 // written to a socket, or an extra copy, costs more than the encoding itself.
-function wrap(head: string, content: string, tail: string, allocate: Allocate): Buffer {
+function wrap(head: string, content: string | Buffer, tail: string, allocate: Allocate): Buffer {
   const headLength = Buffer.byteLength(head)
-  const contentLength = Buffer.byteLength(content)
+  const contentLength = typeof content === 'string' ? Buffer.byteLength(content) : content.length
   const out = allocate(headLength + contentLength + Buffer.byteLength(tail))
   out.write(head, 0)
-  out.write(content, headLength)
+  if (typeof content === 'string') out.write(content, headLength)
+  else content.copy(out, headLength)
   out.write(tail, headLength + contentLength)
   return out
 }
@@ -24,7 +25,7 @@ function wrap(head: string, content: string, tail: string, allocate: Allocate): 
  * commas (by SQLite's group_concat, or by `bodies.join(',')`).
  */
 export function listBody(
-  joinedBodies: string,
+  joinedBodies: string | Buffer,
   nextCursor: string | null,
   allocate: Allocate = fresh,
 ): Buffer {

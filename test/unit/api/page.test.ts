@@ -16,6 +16,12 @@ describe('page assembly', () => {
       nextCursor: 'c.d',
     })
     expect(listBody('', null).toString()).toBe('{"data":[],"nextCursor":null}')
+    // SQLite hands a page's joined bodies over as bytes (collections.ts): copied, not re-encoded.
+    const bytes = Buffer.from('{"name":"Zoë"},{"name":"Łukasz"}')
+    expect(JSON.parse(listBody(bytes, null).toString())).toEqual({
+      data: [{ name: 'Zoë' }, { name: 'Łukasz' }],
+      nextCursor: null,
+    })
   })
 
   it('wraps one stored body in the detail envelope', () => {

@@ -41,7 +41,8 @@ describe('readPage', () => {
     rmSync(dir, { recursive: true, force: true })
   })
 
-  const ids = (bodies: string) => (JSON.parse(`[${bodies}]`) as { id: string }[]).map((b) => b.id)
+  const ids = (bodies: Buffer) =>
+    (JSON.parse(`[${bodies.toString()}]`) as { id: string }[]).map((b) => b.id)
 
   it('never holds more than limit rows when the projector commits between its statements', () => {
     // A row committed right after the first statement, tied on the page's last stamp with an id
@@ -72,11 +73,12 @@ describe('readPage', () => {
 
   it('gives the position of the last row when another page follows', () => {
     const page = pageSql(collections['provider-groups'], 'base', {}, undefined, 2)
-    expect(readPage(file, page)).toEqual({
-      bodies: '{"id":"g1"},{"id":"g2"}',
-      next: [stamp(1), 'g2'],
-    })
+    const read = readPage(file, page)
+    expect(read.bodies.toString()).toBe('{"id":"g1"},{"id":"g2"}')
+    expect(read.next).toEqual([stamp(1), 'g2'])
     const empty = pageSql(collections['provider-groups'], 'base', {}, [stamp(2), 'g5'], 2)
-    expect(readPage(file, empty)).toEqual({ bodies: '', next: undefined })
+    const none = readPage(file, empty)
+    expect(none.bodies.length).toBe(0)
+    expect(none.next).toBeUndefined()
   })
 })
