@@ -6,13 +6,38 @@
 // Environment: DEMO_DATA_DIR (default ./data/demo, wiped at start), PORT (8080), HOST
 // (127.0.0.1), DEMO_ORGANIZATIONS (3), DEMO_PROVIDERS (1500 per organization), DEMO_SEED (1).
 import closeWithGrace from 'close-with-grace'
-import { mkdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { buildApi } from '../api/app.ts'
 import { createProjector } from '../projector/projector.ts'
 import { loadApiConfig, loadDemoConfig, loadProjectorConfig } from '../src/config.ts'
 import { createLogger } from '../src/log.ts'
 import { writeDataset } from './dataset/generate.ts'
+
+/** Marks a directory the demo made, and so may empty on its next run. */
+const DEMO_MARKER = '.replica-demo'
+
+/**
+ * Each run starts from an empty data directory, but the demo only ever empties one it made
+ * itself: DEMO_DATA_DIR pointed at real data by mistake is refused, not wiped.
+ */
+function startAfresh(dataDir: string): void {
+  if (existsSync(dataDir) && readdirSync(dataDir).length > 0) {
+    // events.ndjson: a directory made before the marker existed.
+    const madeByDemo = [DEMO_MARKER, 'events.ndjson'].some((name) =>
+      existsSync(join(dataDir, name)),
+    )
+    if (!madeByDemo) {
+      throw new Error(
+        `DEMO_DATA_DIR: ${dataDir} is not empty and was not made by the demo; ` +
+          'the demo empties its directory on every run, so give it a new or empty one',
+      )
+    }
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+  mkdirSync(dataDir, { recursive: true })
+  writeFileSync(join(dataDir, DEMO_MARKER), 'made by npm run demo, which empties this directory\n')
+}
 
 function say(line = ''): void {
   process.stdout.write(`${line}\n`)
@@ -21,8 +46,7 @@ function say(line = ''): void {
 async function main(): Promise<void> {
   const demo = loadDemoConfig(process.env)
   const dataDir = resolve(demo.dataDir)
-  rmSync(dataDir, { recursive: true, force: true })
-  mkdirSync(dataDir, { recursive: true })
+  startAfresh(dataDir)
 
   const eventsFile = join(dataDir, 'events.ndjson')
   say(

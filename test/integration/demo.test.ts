@@ -2,7 +2,7 @@
 // without npm: npm itself exits 130 on Ctrl-C whatever its child does) with tiny sizes, a free
 // port and a temp data dir. The keys and curl lines it prints must work over real HTTP, keep the
 // organizations apart, and Ctrl-C (SIGINT) must end it cleanly.
-import { readFileSync } from 'node:fs'
+import { readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { Provider } from '../../schema/resources.ts'
@@ -13,7 +13,7 @@ import {
   waitFor,
   type ManagedProcess,
 } from '../harness/process.ts'
-import { repoRoot } from '../support/processes.ts'
+import { repoRoot, runEntry } from '../support/processes.ts'
 
 interface Printed {
   organizationId: string
@@ -123,5 +123,20 @@ describe('npm run demo', () => {
     await demo.stop(15_000)
     expect(demo.exitCode(), `exit after ${Date.now() - started} ms:\n${demo.logTail()}`).toBe(0)
     await expect(fetch(`http://127.0.0.1:${port}/api/v1/providers`)).rejects.toThrow()
+  })
+})
+
+describe('npm run demo on a directory it did not make', () => {
+  it('refuses, naming DEMO_DATA_DIR, and leaves what is there alone', async () => {
+    const tmp = makeTempDir('demo-refuse')
+    try {
+      writeFileSync(join(tmp.path, 'precious.db'), 'not the demo s')
+      const run = await runEntry('scripts/demo.ts', [], { DEMO_DATA_DIR: tmp.path, PORT: '0' })
+      expect(run.code).toBe(1)
+      expect(run.stderr).toContain(`demo: DEMO_DATA_DIR: ${tmp.path} is not empty`)
+      expect(readFileSync(join(tmp.path, 'precious.db'), 'utf8')).toBe('not the demo s')
+    } finally {
+      tmp.remove()
+    }
   })
 })
