@@ -37,6 +37,11 @@ export interface ApplierOptions {
   /** Kafka: skip what a file already applied. Files: off, they may be replayed on purpose. */
   offsetGuard: boolean
   walCheckpointBytes: number
+  /**
+   * Until the replica first catches up (nothing is served before), organization files take mirror
+   * rows only and their documents are built once, by `markCaughtUp` (organization-file.ts).
+   */
+  deferDocumentsUntilCaughtUp?: boolean
   maxOpenFiles?: number
   clock?: () => Date
   priorStamp?: (
@@ -49,7 +54,13 @@ export interface ApplierOptions {
 
 export interface Applier {
   applyBatch(records: readonly SourceRecord[]): BatchOutcome
-  markCaughtUp(): void
+  /**
+   * Records that the replica has caught up with its source, so the api serves it: first builds
+   * the documents still deferred, organization by organization, yielding between them (a Kafka
+   * consumer keeps its heartbeats, and batches applied meanwhile are not lost: a file not built
+   * yet takes their mirror rows, a built one their documents too). Returns what the build wrote.
+   */
+  markCaughtUp(): Promise<RefreshStats>
   readonly control: ControlFile
   close(): void
 }
@@ -62,6 +73,7 @@ export function createApplier(options: ApplierOptions): Applier {
   const maxOpenFiles = options.maxOpenFiles ?? 64
   const control = openControlFile(generation.controlPath)
   const files = new Map<string, OrganizationFile>()
+  let closed = false
 
   function organizationFile(organizationId: string): OrganizationFile {
     let file = files.get(organizationId)
@@ -74,6 +86,8 @@ export function createApplier(options: ApplierOptions): Applier {
     const prior = options.priorStamp
     file = openOrganizationFile(organizationId, generation.organizationPath(organizationId), {
       offsetGuard: options.offsetGuard,
+      deferDocuments:
+        options.deferDocumentsUntilCaughtUp === true && control.caughtUpAt() === undefined,
       ...(prior === undefined ? {} : { priorStamp: (k, id, h) => prior(organizationId, k, id, h) }),
     })
     files.set(organizationId, file)
@@ -198,14 +212,44 @@ export function createApplier(options: ApplierOptions): Applier {
       return outcome
     },
 
-    markCaughtUp() {
-      if (control.caughtUpAt() === undefined) {
-        control.markCaughtUp(clock())
-        logger.info('replica caught up with its source: the api now serves it')
+    async markCaughtUp() {
+      const built: RefreshStats = { rewritten: 0, unchanged: 0, removed: 0 }
+      if (control.caughtUpAt() !== undefined) return built
+      // Until a pass finds nothing to build: a batch applied while this one yielded may have
+      // brought a new organization. The last pass does not yield, so no batch comes between it
+      // and the record below.
+      for (let buildingAny = true; buildingAny;) {
+        buildingAny = false
+        for (const organizationId of knownOrganizations()) {
+          const file = organizationFile(organizationId)
+          if (file.documentsLive) continue
+          const started = process.hrtime.bigint()
+          const stats = file.buildDocuments(clock())
+          file.boundWal(options.walCheckpointBytes)
+          built.rewritten += stats.rewritten
+          built.unchanged += stats.unchanged
+          built.removed += stats.removed
+          logger.info(
+            {
+              organizationId,
+              documents: stats.rewritten,
+              seconds: Number(process.hrtime.bigint() - started) / 1e9,
+            },
+            'built the documents of an organization loaded in bulk',
+          )
+          buildingAny = true
+          await new Promise((resolve) => setImmediate(resolve))
+          // Stopped meanwhile: the build goes on at the next start (caught_up_at is not set).
+          if (closed) return built
+        }
       }
+      control.markCaughtUp(clock())
+      logger.info('replica caught up with its source: the api now serves it')
+      return built
     },
 
     close() {
+      closed = true
       for (const file of files.values()) file.close()
       files.clear()
       control.close()

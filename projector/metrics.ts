@@ -1,10 +1,13 @@
 // What platform teams alert on, in Prometheus format.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import type { BatchOutcome } from './apply.ts'
+import type { RefreshStats } from './documents/index.ts'
 
 export interface ProjectorMetrics {
   readonly registry: Registry
   recordBatch(outcome: BatchOutcome, seconds: number, now: number): void
+  /** Documents written outside a batch: the one-time build at the end of an initial load. */
+  recordDocuments(stats: RefreshStats): void
   setLag(topic: string, partition: number, lag: number): void
   setCaughtUp(caughtUp: boolean): void
 }
@@ -53,6 +56,12 @@ export function createProjectorMetrics(): ProjectorMetrics {
     registers: [registry],
   })
 
+  function recordDocuments(stats: RefreshStats): void {
+    documents.inc({ result: 'rewritten' }, stats.rewritten)
+    documents.inc({ result: 'unchanged' }, stats.unchanged)
+    documents.inc({ result: 'removed' }, stats.removed)
+  }
+
   return {
     registry,
     recordBatch(outcome, seconds, now) {
@@ -61,13 +70,12 @@ export function createProjectorMetrics(): ProjectorMetrics {
       for (const [table, byOutcome] of outcome.events) {
         for (const [what, n] of Object.entries(byOutcome)) events.inc({ table, outcome: what }, n)
       }
-      documents.inc({ result: 'rewritten' }, outcome.documents.rewritten)
-      documents.inc({ result: 'unchanged' }, outcome.documents.unchanged)
-      documents.inc({ result: 'removed' }, outcome.documents.removed)
+      recordDocuments(outcome.documents)
       if (outcome.latestCommittedAtMs !== undefined) {
         visibleDelay.observe(Math.max(0, (now - outcome.latestCommittedAtMs) / 1000))
       }
     },
+    recordDocuments,
     setLag: (topic, partition, n) => lag.set({ topic, partition: String(partition) }, n),
     setCaughtUp: (value) => caughtUp.set(value ? 1 : 0),
   }

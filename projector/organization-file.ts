@@ -36,6 +36,14 @@ export interface OrganizationApplyResult {
 export interface OrganizationFileOptions {
   /** Skip records at or below the file's applied offset (Kafka). Off for files, which are replayed. */
   offsetGuard: boolean
+  /**
+   * Apply mirror rows only, and build the documents once, on `buildDocuments`: for the replica's
+   * initial load (or a rebuild), while nothing is served yet. Built batch by batch, a provider's
+   * document would be rebuilt as each snapshot table arrives (providers, then identifiers, then
+   * memberships...), each time to be overwritten before anyone could read it. A file whose
+   * documents were built once stays live for good.
+   */
+  deferDocuments?: boolean
   /** For rebuilds: the previous generation's stamp of an unchanged document. */
   priorStamp?: (kind: DocumentKind, id: string, hash: string) => string | undefined
 }
@@ -60,6 +68,13 @@ export interface OrganizationFile {
   readonly organizationId: string
   readonly path: string
   apply(events: readonly OrganizationEvent[], now: Date, tally: Tally): OrganizationApplyResult
+  /** Whether documents follow each batch (true unless deferred and not built yet). */
+  readonly documentsLive: boolean
+  /**
+   * Builds every document from the mirror in one transaction, unless they are live already, and
+   * from then on keeps them up to date batch by batch.
+   */
+  buildDocuments(now: Date): RefreshStats
   /** Checkpoints the WAL back to zero when it has grown past `maxBytes`; true if it did. */
   boundWal(maxBytes: number): boolean
   close(): void
@@ -97,6 +112,8 @@ export function openOrganizationFile(
   for (const row of readOffsets.all())
     appliedOffsets.set(`${row.topic}\u0000${row.partition}`, row.offset)
   let lastStamp = readMeta.get('last_stamp')?.value
+  let documentsLive =
+    options.deferDocuments !== true || readMeta.get('documents_built') !== undefined
 
   const applyInTransaction = db.transaction(
     (events: readonly OrganizationEvent[], now: Date, tally: Tally): OrganizationApplyResult => {
@@ -116,7 +133,7 @@ export function openOrganizationFile(
         tally(event.change.table, mirror.apply(event.change, changes))
       }
       let documents: RefreshStats = { rewritten: 0, unchanged: 0, removed: 0 }
-      if (changes.length > 0) {
+      if (changes.length > 0 && documentsLive) {
         const stamp = nextStamp(now, lastStamp)
         documents = refresher.refresh(
           coalesce(changes) as unknown as DocumentsMirrorChange[],
@@ -137,9 +154,34 @@ export function openOrganizationFile(
     },
   )
 
+  const buildInTransaction = db.transaction((now: Date): RefreshStats => {
+    const stamp = nextStamp(now, lastStamp)
+    const { rewritten, unchanged, removed } = refresher.refreshAll(stamp)
+    writeMeta.run('documents_built', stamp)
+    if (rewritten > 0) {
+      writeMeta.run('last_stamp', stamp)
+      lastStamp = stamp
+    }
+    return { rewritten, unchanged, removed }
+  })
+
   return {
     organizationId,
     path,
+    get documentsLive() {
+      return documentsLive
+    },
+    buildDocuments(now) {
+      if (documentsLive) return { rewritten: 0, unchanged: 0, removed: 0 }
+      try {
+        const stats = buildInTransaction(now)
+        documentsLive = true
+        return stats
+      } catch (error) {
+        lastStamp = readMeta.get('last_stamp')?.value
+        throw error
+      }
+    },
     apply(events, now, tally) {
       try {
         return applyInTransaction(events, now, tally)

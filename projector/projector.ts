@@ -79,6 +79,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
       logger,
       offsetGuard,
       walCheckpointBytes: config.walCheckpointBytes,
+      deferDocumentsUntilCaughtUp: true,
       clock,
       ...(priorStamp === undefined ? {} : { priorStamp }),
     })
@@ -109,8 +110,9 @@ export function createProjector(deps: ProjectorDeps): Projector {
     metrics.recordBatch(outcome, seconds, clock().getTime())
   }
 
-  const caughtUp = () => {
-    applier?.markCaughtUp()
+  const caughtUp = async () => {
+    if (applier === undefined) return
+    metrics.recordDocuments(await applier.markCaughtUp())
     ready = true
     metrics.setCaughtUp(true)
   }
@@ -163,7 +165,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
         summary.skipped += outcome.skipped
         for (const byOutcome of outcome.events.values()) summary.applied += byOutcome.applied ?? 0
       }
-      caughtUp()
+      await caughtUp()
       summary.seconds = Number(process.hrtime.bigint() - started) / 1e9
       summary.peakRssMb = Math.round(process.resourceUsage().maxRSS / 1024)
       if (summary.deadLettered > 0) summary.deadLetterFile = deadLetterFile
@@ -178,8 +180,8 @@ export function createProjector(deps: ProjectorDeps): Projector {
         generation = prepareGeneration(config.dataDir, newGenerationName(clock()))
         groupId = `${config.kafka.groupId}.${generation.name}`
         openApplier(true, previous === undefined ? undefined : priorStampFrom(previous))
-        onCaughtUp = () => {
-          caughtUp()
+        onCaughtUp = async () => {
+          await caughtUp()
           publishGeneration(config.dataDir, generation.name)
           for (const db of previousFiles.values()) db.close()
           previousFiles.clear()

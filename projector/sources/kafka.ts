@@ -25,7 +25,8 @@ export interface KafkaSourceOptions {
   logger: Logger
   onBatch: (outcome: BatchOutcome, seconds: number) => void
   onLag: (topic: string, partition: number, lag: number) => void
-  onCaughtUp: () => void
+  /** Once, the first time the lag is zero everywhere; the next lag check waits for it. */
+  onCaughtUp: () => Promise<void>
   /** How often to compare committed offsets with the topics' ends (lag metric, readiness). */
   lagIntervalMs?: number
 }
@@ -181,8 +182,8 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       }
     }
     if (total === 0 && !caughtUp) {
+      await options.onCaughtUp()
       caughtUp = true
-      options.onCaughtUp()
     }
   }
 

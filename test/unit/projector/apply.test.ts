@@ -14,7 +14,7 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
 })
 
-function applierIn() {
+function applierIn(deferDocumentsUntilCaughtUp = false) {
   const dataDir = mkdtempSync(join(tmpdir(), 'replica-apply-'))
   dirs.push(dataDir)
   const generation = prepareGeneration(dataDir, 'g1')
@@ -24,6 +24,7 @@ function applierIn() {
     logger: pino({ level: 'silent' }),
     offsetGuard: true,
     walCheckpointBytes: 1 << 30,
+    deferDocumentsUntilCaughtUp,
     clock: () => new Date('2026-11-22T10:00:00.000Z'),
   })
   const stamps = (organizationId: string): Record<string, string> => {
@@ -98,5 +99,27 @@ describe('applyBatch', () => {
       [uuid(1)]: '2026-11-22T10:00:00.000Z',
       [uuid(2)]: '2026-11-22T10:00:00.001Z',
     })
+  })
+
+  it('defers documents until the replica first catches up, then keeps them live', async () => {
+    const { applier, providerIds } = applierIn(true)
+    applier.applyBatch([
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(1), ORG_A) }),
+    ])
+    // Nothing is served before catching up, so nothing is built yet.
+    expect(providerIds(ORG_A)).toEqual([])
+    expect(await applier.markCaughtUp()).toEqual({ rewritten: 1, unchanged: 0, removed: 0 })
+    expect(providerIds(ORG_A)).toEqual([uuid(1)])
+    expect(applier.control.caughtUpAt()).toBeDefined()
+
+    // From then on, each batch's documents with it, also in an organization new since.
+    applier.applyBatch([
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(2), ORG_A) }),
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(3), ORG_B) }),
+    ])
+    expect(providerIds(ORG_A)).toEqual([uuid(1), uuid(2)])
+    expect(providerIds(ORG_B)).toEqual([uuid(3)])
+    expect(await applier.markCaughtUp()).toEqual({ rewritten: 0, unchanged: 0, removed: 0 })
+    applier.close()
   })
 })
