@@ -583,12 +583,18 @@ export class Pipeline {
     return performance.now() - committed
   }
 
-  /** Waits until a projector has committed every record of the change topics. */
+  /**
+   * Waits until a projector has committed every record of the change topics and serves them: a
+   * fresh one builds its documents only once it has caught up, and is ready after that.
+   */
   async caughtUp(projector: ProjectorProcess, timeoutMs = 120_000): Promise<void> {
     await this.eventually(
-      `${projector.proc.name} to commit every change (group ${projector.groupId})`,
+      `${projector.proc.name} to commit every change (group ${projector.groupId}) and be ready`,
       async () =>
-        (await consumerLag(this.kafka.brokers, projector.groupId)) === 0 ? true : undefined,
+        (await consumerLag(this.kafka.brokers, projector.groupId)) === 0 &&
+        (await fetch(`${projector.adminUrl}/readyz`)).status === 200
+          ? true
+          : undefined,
       { timeoutMs, intervalMs: 250 },
     )
   }
