@@ -20,7 +20,7 @@ const usage = `usage: npm run projector [-- --from-file FILE | --rebuild]
   --help            this text
 
 Configuration is by environment: DATA_DIR, KAFKA_BROKERS, KAFKA_GROUP_ID, TOPIC_PREFIX, LOG_LEVEL,
-ADMIN_HOST, ADMIN_PORT, DEAD_LETTER_TOPIC, WAL_CHECKPOINT_BYTES (see README).`
+ADMIN_HOST, ADMIN_PORT, DEAD_LETTER_TOPIC, WAL_CHECKPOINT_BYTES, OPEN_FILES_MAX (see README).`
 
 async function main(): Promise<number> {
   let args

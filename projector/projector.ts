@@ -80,6 +80,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
       offsetGuard,
       walCheckpointBytes: config.walCheckpointBytes,
       deferDocumentsUntilCaughtUp: true,
+      maxOpenFiles: config.openFilesMax,
       clock,
       ...(priorStamp === undefined ? {} : { priorStamp }),
     })

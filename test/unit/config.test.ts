@@ -132,4 +132,10 @@ describe('loadProjectorConfig', () => {
       /^invalid configuration:\n {2}KAFKA_BROKERS: .*\(got "127\.0\.0\.1:9092,nohostport"\)$/,
     )
   })
+
+  it('keeps 256 organization files open by default, configurable, and refuses 0', () => {
+    expect(loadProjectorConfig({}).openFilesMax).toBe(256)
+    expect(loadProjectorConfig({ OPEN_FILES_MAX: '1024' }).openFilesMax).toBe(1024)
+    expect(() => loadProjectorConfig({ OPEN_FILES_MAX: '0' })).toThrow(/OPEN_FILES_MAX: /)
+  })
 })
