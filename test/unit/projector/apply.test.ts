@@ -1,12 +1,8 @@
 // The applier across organizations: what one batch does to several organization files.
 import Database from 'better-sqlite3'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import pino from 'pino'
+import { rmSync } from 'node:fs'
 import { afterEach, describe, expect, it } from 'vitest'
-import { createApplier } from '../../../projector/apply.ts'
-import { prepareGeneration } from '../../../src/layout.ts'
+import { testApplier } from '../../support/applier.ts'
 import { ORG_A, ORG_B, providerRow, record, uuid } from '../../support/debezium.ts'
 
 const dirs: string[] = []
@@ -15,18 +11,15 @@ afterEach(() => {
 })
 
 function applierIn(deferDocumentsUntilCaughtUp = false) {
-  const dataDir = mkdtempSync(join(tmpdir(), 'replica-apply-'))
-  dirs.push(dataDir)
-  const generation = prepareGeneration(dataDir, 'g1')
-  const applier = createApplier({
-    generation,
-    topicPrefix: 'product',
-    logger: pino({ level: 'silent' }),
-    offsetGuard: true,
-    walCheckpointBytes: 1 << 30,
-    deferDocumentsUntilCaughtUp,
-    clock: () => new Date('2026-11-22T10:00:00.000Z'),
-  })
+  const { applier, generation } = testApplier(
+    {
+      offsetGuard: true,
+      deferDocumentsUntilCaughtUp,
+      clock: () => new Date('2026-11-22T10:00:00.000Z'),
+    },
+    undefined,
+    (made) => dirs.push(made),
+  )
   const stamps = (organizationId: string): Record<string, string> => {
     const db = new Database(generation.organizationPath(organizationId), { readonly: true })
     try {

@@ -3,14 +3,10 @@
 // boundaries, any duplicates: byte-identical documents, and re-applying moves no `updatedAt`.
 import Database from 'better-sqlite3'
 import fc from 'fast-check'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import pino from 'pino'
+import { rmSync } from 'node:fs'
 import { afterAll, describe, expect, it } from 'vitest'
-import { createApplier } from '../../../projector/apply.ts'
+import type { Applier } from '../../../projector/apply.ts'
 import type { SourceRecord } from '../../../projector/decode.ts'
-import { prepareGeneration } from '../../../src/layout.ts'
 import {
   ORG_A,
   groupRow,
@@ -21,6 +17,7 @@ import {
   record,
   uuid,
 } from '../../support/debezium.ts'
+import { testApplier } from '../../support/applier.ts'
 
 const dirs: string[] = []
 afterAll(() => {
@@ -123,18 +120,8 @@ function interleave(topics: Map<string, SourceRecord[]>, picks: number[]): Sourc
   return out
 }
 
-function project(records: SourceRecord[], batchSizes: number[], clockMs: number, dir?: string) {
-  const dataDir = dir ?? mkdtempSync(join(tmpdir(), 'replica-prop-'))
-  if (dir === undefined) dirs.push(dataDir)
-  const generation = prepareGeneration(dataDir, 'g1')
-  const applier = createApplier({
-    generation,
-    topicPrefix: 'product',
-    logger: pino({ level: 'silent' }),
-    offsetGuard: false,
-    walCheckpointBytes: 1 << 30,
-    clock: () => new Date(clockMs),
-  })
+/** Applies `records` in batches of the given sizes (cycled). */
+function applyInBatches(applier: Applier, records: SourceRecord[], batchSizes: number[]): void {
   let i = 0
   let b = 0
   while (i < records.length) {
@@ -142,6 +129,15 @@ function project(records: SourceRecord[], batchSizes: number[], clockMs: number,
     applier.applyBatch(records.slice(i, i + size))
     i += size
   }
+}
+
+function project(records: SourceRecord[], batchSizes: number[], clockMs: number, dir?: string) {
+  const { applier, generation, dataDir } = testApplier(
+    { offsetGuard: false, clock: () => new Date(clockMs) },
+    dir,
+    (made) => dirs.push(made),
+  )
+  applyInBatches(applier, records, batchSizes)
   applier.close()
   return { dataDir, docs: readDocs(generation.organizationPath(ORG_A)) }
 }
@@ -151,25 +147,12 @@ function project(records: SourceRecord[], batchSizes: number[], clockMs: number,
  * once (apply.ts, markCaughtUp).
  */
 async function projectDeferred(records: SourceRecord[], batchSizes: number[], clockMs: number) {
-  const dataDir = mkdtempSync(join(tmpdir(), 'replica-prop-'))
-  dirs.push(dataDir)
-  const generation = prepareGeneration(dataDir, 'g1')
-  const applier = createApplier({
-    generation,
-    topicPrefix: 'product',
-    logger: pino({ level: 'silent' }),
-    offsetGuard: false,
-    walCheckpointBytes: 1 << 30,
-    deferDocumentsUntilCaughtUp: true,
-    clock: () => new Date(clockMs),
-  })
-  let i = 0
-  let b = 0
-  while (i < records.length) {
-    const size = Math.max(1, batchSizes[b++ % Math.max(1, batchSizes.length)] ?? 1)
-    applier.applyBatch(records.slice(i, i + size))
-    i += size
-  }
+  const { applier, generation, dataDir } = testApplier(
+    { offsetGuard: false, clock: () => new Date(clockMs), deferDocumentsUntilCaughtUp: true },
+    undefined,
+    (made) => dirs.push(made),
+  )
+  applyInBatches(applier, records, batchSizes)
   await applier.markCaughtUp()
   applier.close()
   return { dataDir, docs: readDocs(generation.organizationPath(ORG_A)) }

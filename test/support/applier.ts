@@ -1,0 +1,38 @@
+// An applier over a fresh generation in a temp directory, as unit tests of the write path use it.
+import { mkdtempSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import pino from 'pino'
+import { createApplier, type Applier, type ApplierOptions } from '../../projector/apply.ts'
+import { prepareGeneration, type Generation } from '../../src/layout.ts'
+
+export interface TestApplier {
+  applier: Applier
+  generation: Generation
+  dataDir: string
+}
+
+/**
+ * Generation 'g1' of `dataDir` (a new temp directory when none is given; `made` hears of it, to
+ * remove it), a silent logger, WAL checkpoints out of the way; the rest as given.
+ */
+export function testApplier(
+  options: Pick<ApplierOptions, 'offsetGuard' | 'clock' | 'deferDocumentsUntilCaughtUp'>,
+  dataDir?: string,
+  made?: (dir: string) => void,
+): TestApplier {
+  let dir = dataDir
+  if (dir === undefined) {
+    dir = mkdtempSync(join(tmpdir(), 'replica-applier-'))
+    made?.(dir)
+  }
+  const generation = prepareGeneration(dir, 'g1')
+  const applier = createApplier({
+    generation,
+    topicPrefix: 'product',
+    logger: pino({ level: 'silent' }),
+    walCheckpointBytes: 1 << 30,
+    ...options,
+  })
+  return { applier, generation, dataDir: dir }
+}
