@@ -91,7 +91,7 @@ export interface Sql {
  *   of the page's last row and of the row after it (present: another page follows);
  * - on a short last page it gives nothing, and `tail` gives the position of the list's last row;
  * - `bodies(last)` joins, inside SQLite, the stored JSON text of the rows from the start up to and
- *   including `last`, in page order, as one string.
+ *   including `last`, in page order, handed over as bytes (a BLOB).
  *
  * The start is the later of `updated_since` (inclusive: `(stamp, id) > (since, '')` is
  * `stamp >= since`, ids are never empty) and the cursor. The statements must see one state of the
