@@ -201,9 +201,7 @@ export function createApplier(options: ApplierOptions): Applier {
       for (const [organizationId, events] of byOrganization) {
         const file = organizationFile(organizationId)
         const result = file.apply(events, now, count)
-        outcome.documents.rewritten += result.documents.rewritten
-        outcome.documents.unchanged += result.documents.unchanged
-        outcome.documents.removed += result.documents.removed
+        addDocumentStats(outcome.documents, result.documents)
         if (file.boundWal(options.walCheckpointBytes)) {
           logger.debug({ organizationId }, 'checkpointed organization file WAL')
         }
@@ -226,9 +224,7 @@ export function createApplier(options: ApplierOptions): Applier {
           const started = process.hrtime.bigint()
           const stats = file.buildDocuments(clock())
           file.boundWal(options.walCheckpointBytes)
-          built.rewritten += stats.rewritten
-          built.unchanged += stats.unchanged
-          built.removed += stats.removed
+          addDocumentStats(built, stats)
           logger.info(
             {
               organizationId,
@@ -255,4 +251,10 @@ export function createApplier(options: ApplierOptions): Applier {
       control.close()
     },
   }
+}
+
+function addDocumentStats(into: RefreshStats, stats: RefreshStats): void {
+  into.rewritten += stats.rewritten
+  into.unchanged += stats.unchanged
+  into.removed += stats.removed
 }

@@ -115,6 +115,16 @@ export function openOrganizationFile(
   let documentsLive =
     options.deferDocuments !== true || readMeta.get('documents_built') !== undefined
 
+  /**
+   * Only a stamp some document now carries becomes the last one: writing that rewrote nothing must
+   * not push the next stamp ahead of the clock. Inside the write transaction.
+   */
+  function recordStamp(stamp: string, rewritten: number): void {
+    if (rewritten === 0) return
+    writeMeta.run('last_stamp', stamp)
+    lastStamp = stamp
+  }
+
   const applyInTransaction = db.transaction(
     (events: readonly OrganizationEvent[], now: Date, tally: Tally): OrganizationApplyResult => {
       const changes: MirrorChange[] = []
@@ -139,12 +149,7 @@ export function openOrganizationFile(
           coalesce(changes) as unknown as DocumentsMirrorChange[],
           stamp,
         )
-        // Only a stamp some document now carries is the last one: a batch that rewrote nothing
-        // must not push the next batch's stamp ahead of the clock.
-        if (documents.rewritten > 0) {
-          writeMeta.run('last_stamp', stamp)
-          lastStamp = stamp
-        }
+        recordStamp(stamp, documents.rewritten)
       }
       for (const [key, origin] of offsets) {
         writeOffset.run(origin.topic, origin.partition, origin.offset)
@@ -158,10 +163,7 @@ export function openOrganizationFile(
     const stamp = nextStamp(now, lastStamp)
     const { rewritten, unchanged, removed } = refresher.refreshAll(stamp)
     writeMeta.run('documents_built', stamp)
-    if (rewritten > 0) {
-      writeMeta.run('last_stamp', stamp)
-      lastStamp = stamp
-    }
+    recordStamp(stamp, rewritten)
     return { rewritten, unchanged, removed }
   })
 

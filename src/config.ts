@@ -154,7 +154,7 @@ const demoEnv = z.object({
 
 /** `npm run demo` (scripts/demo.ts). */
 export type DemoConfig = {
-  /** Wiped and recreated at start. */
+  /** Emptied at start, but only when the demo made it (scripts/demo.ts). */
   dataDir: string
   organizations: number
   providersPerOrganization: number
