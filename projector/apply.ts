@@ -5,6 +5,7 @@ import { readdirSync } from 'node:fs'
 import type { Logger } from 'pino'
 import type { ControlTable, OrganizationTable, TenantTable } from '../schema/events.ts'
 import type { Generation } from '../src/layout.ts'
+import { cacheShares } from './cache-budget.ts'
 import { openControlFile, type ControlEvent, type ControlFile } from './control-file.ts'
 import { decodeRecord, type BadEventReason, type RowChange, type SourceRecord } from './decode.ts'
 import type { DocumentKind, RefreshStats } from './documents/index.ts'
@@ -43,6 +44,8 @@ export interface ApplierOptions {
    */
   deferDocumentsUntilCaughtUp?: boolean
   maxOpenFiles?: number
+  /** SQLite page cache shared by control.db and the open organization files (cache-budget.ts). */
+  cacheBudgetBytes?: number
   clock?: () => Date
   priorStamp?: (
     organizationId: string,
@@ -74,6 +77,22 @@ export function createApplier(options: ApplierOptions): Applier {
   const control = openControlFile(generation.controlPath)
   const files = new Map<string, OrganizationFile>()
   let closed = false
+  let organizationCacheKiB: number | undefined
+  if (options.cacheBudgetBytes !== undefined) {
+    control.setCacheKiB(cacheShares(options.cacheBudgetBytes, 1).controlKiB)
+  }
+
+  /** Gives every open organization file its share of the budget, when the number open changed. */
+  function shareCache(newFile?: OrganizationFile): void {
+    if (options.cacheBudgetBytes === undefined) return
+    const share = cacheShares(options.cacheBudgetBytes, files.size).organizationKiB
+    if (share === organizationCacheKiB) {
+      newFile?.setCacheKiB(share)
+      return
+    }
+    organizationCacheKiB = share
+    for (const file of files.values()) file.setCacheKiB(share)
+  }
 
   function organizationFile(organizationId: string): OrganizationFile {
     let file = files.get(organizationId)
@@ -96,6 +115,7 @@ export function createApplier(options: ApplierOptions): Applier {
       files.delete(oldestId)
       oldest.close()
     }
+    shareCache(file)
     return file
   }
 

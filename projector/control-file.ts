@@ -42,6 +42,8 @@ export interface ControlFile {
   consumerGroup(): string | undefined
   recordConsumerGroup(groupId: string): void
   boundWal(maxBytes: number): boolean
+  /** Sizes the file's SQLite page cache. */
+  setCacheKiB(kib: number): void
   close(): void
   readonly db: SqliteDatabase
 }
@@ -140,6 +142,7 @@ export function openControlFile(path: string): ControlFile {
     consumerGroup: () => getState.get('consumer_group')?.value,
     recordConsumerGroup: (groupId) => void putStateOnce.run('consumer_group', groupId),
     boundWal: (maxBytes) => boundWal(db, path, maxBytes),
+    setCacheKiB: (kib) => void db.pragma(`cache_size = ${-Math.floor(kib)}`),
     close() {
       db.close()
     },

@@ -77,6 +77,8 @@ export interface OrganizationFile {
   buildDocuments(now: Date): RefreshStats
   /** Checkpoints the WAL back to zero when it has grown past `maxBytes`; true if it did. */
   boundWal(maxBytes: number): boolean
+  /** Sizes the file's SQLite page cache. */
+  setCacheKiB(kib: number): void
   close(): void
 }
 
@@ -197,6 +199,7 @@ export function openOrganizationFile(
       }
     },
     boundWal: (maxBytes) => boundWal(db, path, maxBytes),
+    setCacheKiB: (kib) => void db.pragma(`cache_size = ${-Math.floor(kib)}`),
     close() {
       db.close()
     },

@@ -81,6 +81,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
       walCheckpointBytes: config.walCheckpointBytes,
       deferDocumentsUntilCaughtUp: true,
       maxOpenFiles: config.openFilesMax,
+      cacheBudgetBytes: config.sqliteCacheBytes,
       clock,
       ...(priorStamp === undefined ? {} : { priorStamp }),
     })

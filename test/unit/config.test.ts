@@ -138,4 +138,10 @@ describe('loadProjectorConfig', () => {
     expect(loadProjectorConfig({ OPEN_FILES_MAX: '1024' }).openFilesMax).toBe(1024)
     expect(() => loadProjectorConfig({ OPEN_FILES_MAX: '0' })).toThrow(/OPEN_FILES_MAX: /)
   })
+
+  it('shares 128 MB of SQLite page cache by default, configurable, and refuses 0', () => {
+    expect(loadProjectorConfig({}).sqliteCacheBytes).toBe(128 * 1024 * 1024)
+    expect(loadProjectorConfig({ SQLITE_CACHE_MB: '32' }).sqliteCacheBytes).toBe(32 * 1024 * 1024)
+    expect(() => loadProjectorConfig({ SQLITE_CACHE_MB: '0' })).toThrow(/SQLITE_CACHE_MB: /)
+  })
 })
