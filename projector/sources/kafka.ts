@@ -60,6 +60,8 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   let stopping = false
   let lagTimer: NodeJS.Timeout | undefined
   let caughtUp = false
+  let lagChecking = false
+  let lagCheckAgain = false
 
   async function connect(): Promise<void> {
     admin = kafka.admin()
@@ -162,6 +164,9 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
         ])
         await payload.heartbeat()
         options.onBatch(outcome, Number(process.hrtime.bigint() - started) / 1e9)
+        // This partition is at its end: the replica may have caught up now, not at the next tick
+        // (readiness, and the initial load's document build, wait on that check).
+        if (!caughtUp && batch.offsetLag() === '0') checkLagNow()
       },
     })
   }
@@ -187,6 +192,32 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     }
   }
 
+  /**
+   * Measures the lag now, then every lagIntervalMs. One check at a time: asked for during one, the
+   * next starts as soon as it ends.
+   */
+  function checkLagNow(): void {
+    if (stopping) return
+    if (lagChecking) {
+      lagCheckAgain = true
+      return
+    }
+    clearTimeout(lagTimer)
+    lagChecking = true
+    checkLag()
+      .catch((error: unknown) => logger.warn({ err: error }, 'could not measure consumer lag'))
+      .finally(() => {
+        lagChecking = false
+        if (stopping) return
+        if (lagCheckAgain) {
+          lagCheckAgain = false
+          checkLagNow()
+        } else {
+          lagTimer = setTimeout(checkLagNow, options.lagIntervalMs ?? 2_000)
+        }
+      })
+  }
+
   async function disconnectAll(): Promise<void> {
     // The consumer first: its disconnect waits for the batch in hand, which may still produce
     // dead letters and then commits its offsets. Only then may the producer go.
@@ -210,15 +241,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
           delay = Math.min(delay * 2, 30_000)
         }
       }
-      const interval = options.lagIntervalMs ?? 2_000
-      const tick = () => {
-        checkLag()
-          .catch((error: unknown) => logger.warn({ err: error }, 'could not measure consumer lag'))
-          .finally(() => {
-            if (!stopping) lagTimer = setTimeout(tick, interval)
-          })
-      }
-      tick()
+      checkLagNow()
     },
     async stop() {
       stopping = true
