@@ -2,7 +2,7 @@
 // kafkajs alone can consume the same records, in the same run (these machines are noisy: compare
 // ratios, not absolute numbers).
 //
-//   npm run bench:projector [-- --events 1000000] [--kafka-events 200000] [--no-kafka]
+//   npm run bench:projector [-- --events 1000000] [--kafka-events 200000] [--no-kafka] [--no-file]
 //
 // 1. A generated dataset (scripts/dataset) of --events Debezium events, cached in .cache/bench.
 // 2. File source: the real projector command (`projector --from-file`) in a child process, timed;
@@ -33,6 +33,7 @@ const { values } = parseArgs({
     events: { type: 'string', default: '1000000' },
     'kafka-events': { type: 'string', default: '200000' },
     'no-kafka': { type: 'boolean', default: false },
+    'no-file': { type: 'boolean', default: false },
   },
 })
 const targetEvents = Number(values.events)
@@ -217,10 +218,14 @@ async function main(): Promise<void> {
   const { path, events } = await dataset()
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-projector-'))
   try {
-    log(`file source: projecting ${events} events...`)
-    const file = await projectFile(path, join(dataDir, 'file'))
-    const eventsPerSecond = Math.round(file.records / file.seconds)
-    log(`  ${eventsPerSecond} events/s, peak RSS ${file.peakRssMb} MB`)
+    let file = { records: events, seconds: Number.NaN, peakRssMb: null as number | null }
+    let eventsPerSecond: number | null = null
+    if (values['no-file'] !== true) {
+      log(`file source: projecting ${events} events...`)
+      file = await projectFile(path, join(dataDir, 'file'))
+      eventsPerSecond = Math.round(file.records / file.seconds)
+      log(`  ${eventsPerSecond} events/s, peak RSS ${file.peakRssMb} MB`)
+    }
 
     let kafkaOnlyEventsPerSecond: number | null = null
     let projectorKafkaEventsPerSecond: number | null = null

@@ -1,11 +1,12 @@
 // Applying a batch of records to the replica: decode each, route it to its file, apply the files
 // one transaction each. Sources (Kafka, NDJSON file) call this and commit their own position only
 // after it returns, so every effect is in a committed file before its offset is.
-import { readdirSync } from 'node:fs'
+import { readdirSync, statSync } from 'node:fs'
 import type { Logger } from 'pino'
 import type { ControlTable, OrganizationTable, TenantTable } from '../schema/events.ts'
 import type { Generation } from '../src/layout.ts'
-import { cacheShares } from './cache-budget.ts'
+import { buildInParallel, type BuildJob, type BuildResult } from './build-pool.ts'
+import { cacheShares, MIN_CACHE_KIB } from './cache-budget.ts'
 import { openControlFile, type ControlEvent, type ControlFile } from './control-file.ts'
 import { decodeRecord, type BadEventReason, type RowChange, type SourceRecord } from './decode.ts'
 import type { DocumentKind, RefreshStats } from './documents/index.ts'
@@ -46,6 +47,13 @@ export interface ApplierOptions {
   maxOpenFiles?: number
   /** SQLite page cache shared by control.db and the open organization files (cache-budget.ts). */
   cacheBudgetBytes?: number
+  /**
+   * Worker threads that build deferred documents at catch-up beside this thread, several
+   * organizations at once (build-pool.ts); 0 or absent: on this thread, one after another.
+   */
+  documentBuildWorkers?: number
+  /** A rebuild's previous generation, whose stamps unchanged documents keep (`priorStamp`). */
+  previousGeneration?: Generation
   clock?: () => Date
   priorStamp?: (
     organizationId: string,
@@ -64,6 +72,11 @@ export interface Applier {
    * yet takes their mirror rows, a built one their documents too). Returns what the build wrote.
    */
   markCaughtUp(): Promise<RefreshStats>
+  /**
+   * While `markCaughtUp` builds documents on worker threads, a promise of the build's end: no
+   * batch may be applied until then (the workers write the files).
+   */
+  buildInProgress(): Promise<void> | undefined
   readonly control: ControlFile
   close(): void
 }
@@ -78,6 +91,7 @@ export function createApplier(options: ApplierOptions): Applier {
   const files = new Map<string, OrganizationFile>()
   let closed = false
   let organizationCacheKiB: number | undefined
+  let buildOnThreads: Promise<void> | undefined
   if (options.cacheBudgetBytes !== undefined) {
     control.setCacheKiB(cacheShares(options.cacheBudgetBytes, 1).controlKiB)
   }
@@ -125,10 +139,74 @@ export function createApplier(options: ApplierOptions): Applier {
       .map((f) => f.slice(0, -3))
   }
 
+  /**
+   * Builds every organization whose documents are deferred, on worker threads and on this thread
+   * beside them; one that fails on a worker is logged and left to the build on this thread, which
+   * follows.
+   */
+  async function buildInParallelLanes(workers: number, built: RefreshStats): Promise<void> {
+    const now = clock().toISOString()
+    const jobs: Array<BuildJob & { bytes: number }> = []
+    for (const organizationId of knownOrganizations()) {
+      const file = organizationFile(organizationId)
+      if (file.documentsLive) continue
+      // A worker may write the file: this thread's handle (and what it remembers) goes.
+      files.delete(organizationId)
+      file.close()
+      const path = generation.organizationPath(organizationId)
+      const previousPath = options.previousGeneration?.organizationPath(organizationId)
+      jobs.push({
+        organizationId,
+        path,
+        ...(previousPath === undefined ? {} : { previousPath }),
+        now,
+        cacheKiB: organizationCacheKiB ?? MIN_CACHE_KIB,
+        walCheckpointBytes: options.walCheckpointBytes,
+        bytes: statSync(path).size,
+      })
+    }
+    const here = (job: BuildJob): BuildResult => {
+      if (closed) return { organizationId: job.organizationId, error: 'stopped' }
+      const started = process.hrtime.bigint()
+      const file = organizationFile(job.organizationId)
+      // The share it would get as the only open file is the workers' too: the share of all.
+      file.setCacheKiB(job.cacheKiB)
+      const stats = file.buildDocuments(new Date(job.now))
+      file.boundWal(job.walCheckpointBytes)
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9
+      return { organizationId: job.organizationId, stats, seconds }
+    }
+    await buildInParallel(jobs, { workers, here }, (result) => {
+      // Stopped meanwhile: the build goes on at the next start (caught_up_at is not set).
+      if (closed) return
+      if (result.error !== undefined) {
+        logger.warn(
+          { organizationId: result.organizationId, error: result.error },
+          'could not build the documents of an organization in parallel; building it alone',
+        )
+        return
+      }
+      addDocumentStats(built, result.stats)
+      logger.info(
+        {
+          organizationId: result.organizationId,
+          documents: result.stats.rewritten,
+          seconds: result.seconds,
+        },
+        'built the documents of an organization loaded in bulk',
+      )
+    })
+  }
+
   return {
     control,
 
+    buildInProgress: () => buildOnThreads,
+
     applyBatch(records) {
+      if (buildOnThreads !== undefined) {
+        throw new Error('a batch was applied while documents were being built on worker threads')
+      }
       const outcome: BatchOutcome = {
         deadLetters: [],
         events: new Map(),
@@ -233,6 +311,16 @@ export function createApplier(options: ApplierOptions): Applier {
     async markCaughtUp() {
       const built: RefreshStats = { rewritten: 0, unchanged: 0, removed: 0 }
       if (control.caughtUpAt() !== undefined) return built
+      const workers = options.documentBuildWorkers ?? 0
+      if (workers > 0) {
+        buildOnThreads = buildInParallelLanes(workers, built)
+        try {
+          await buildOnThreads
+        } finally {
+          buildOnThreads = undefined
+        }
+        if (closed) return built
+      }
       // Until a pass finds nothing to build: a batch applied while this one yielded may have
       // brought a new organization. The last pass does not yield, so no batch comes between it
       // and the record below.

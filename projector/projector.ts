@@ -69,10 +69,8 @@ export function createProjector(deps: ProjectorDeps): Projector {
   let ready = false
   const previousFiles = new Map<string, Database.Database>()
 
-  function openApplier(
-    offsetGuard: boolean,
-    priorStamp?: ReturnType<typeof priorStampFrom>,
-  ): Applier {
+  function openApplier(offsetGuard: boolean, previous?: Generation): Applier {
+    const priorStamp = previous === undefined ? undefined : priorStampFrom(previous)
     applier ??= createApplier({
       generation,
       topicPrefix: config.topicPrefix,
@@ -82,8 +80,9 @@ export function createProjector(deps: ProjectorDeps): Projector {
       deferDocumentsUntilCaughtUp: true,
       maxOpenFiles: config.openFilesMax,
       cacheBudgetBytes: config.sqliteCacheBytes,
+      documentBuildWorkers: config.documentBuildWorkers,
       clock,
-      ...(priorStamp === undefined ? {} : { priorStamp }),
+      ...(priorStamp === undefined ? {} : { priorStamp, previousGeneration: previous }),
     })
     ready = applier.control.caughtUpAt() !== undefined
     metrics.setCaughtUp(ready)
@@ -181,7 +180,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
         const previous = currentGeneration(config.dataDir)
         generation = prepareGeneration(config.dataDir, newGenerationName(clock()))
         groupId = `${config.kafka.groupId}.${generation.name}`
-        openApplier(true, previous === undefined ? undefined : priorStampFrom(previous))
+        openApplier(true, previous)
         onCaughtUp = async () => {
           await caughtUp()
           publishGeneration(config.dataDir, generation.name)

@@ -48,7 +48,10 @@ const projectorEnv = z.object({
    * SQLite's default 2 MB per file, random-key inserts read most pages back from the OS: a 1M-event
    * load made 1.9M page reads.
    */
-  SQLITE_CACHE_MB: positiveInt.max(65_536, 'must be at most 65536 (64 GB)').default(128),
+  SQLITE_CACHE_MB: positiveInt.max(65_536, 'must be at most 65536 (64 GB)').default(96),
+  // Worker threads that build an initial load's documents beside the projector's own thread, one
+  // organization each; 0: none. Each costs about 55 MB (its own V8 heap and modules).
+  DOCUMENT_BUILD_WORKERS: z.coerce.number().int().min(0).max(64).default(1),
 })
 
 export type ProjectorConfig = {
@@ -61,6 +64,7 @@ export type ProjectorConfig = {
   walCheckpointBytes: number
   openFilesMax: number
   sqliteCacheBytes: number
+  documentBuildWorkers: number
 }
 
 /**
@@ -192,6 +196,8 @@ export function loadProjectorConfig(env: Env): ProjectorConfig {
     logLevel: e.LOG_LEVEL,
     walCheckpointBytes: e.WAL_CHECKPOINT_BYTES,
     openFilesMax: e.OPEN_FILES_MAX,
+    sqliteCacheBytes: e.SQLITE_CACHE_MB * 1024 * 1024,
+    documentBuildWorkers: e.DOCUMENT_BUILD_WORKERS,
   }
 }
 

@@ -121,6 +121,12 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       eachBatch: async (payload) => {
         const { batch } = payload
         if (batch.messages.length === 0 || !payload.isRunning() || payload.isStale()) return
+        // Catch-up's document build writes the files on worker threads: wait, staying in the group.
+        for (let build = applier.buildInProgress(); build; build = applier.buildInProgress()) {
+          await Promise.race([build, sleep(1_000)])
+          await payload.heartbeat()
+        }
+        if (!payload.isRunning() || payload.isStale()) return
         const started = process.hrtime.bigint()
         const records: SourceRecord[] = batch.messages.map((m) => ({
           topic: batch.topic,

@@ -17,7 +17,10 @@ export interface TestApplier {
  * remove it), a silent logger, WAL checkpoints out of the way; the rest as given.
  */
 export function testApplier(
-  options: Pick<ApplierOptions, 'offsetGuard' | 'clock' | 'deferDocumentsUntilCaughtUp'>,
+  options: Pick<
+    ApplierOptions,
+    'offsetGuard' | 'clock' | 'deferDocumentsUntilCaughtUp' | 'documentBuildWorkers'
+  > & { logger?: ApplierOptions['logger'] },
   dataDir?: string,
   made?: (dir: string) => void,
 ): TestApplier {

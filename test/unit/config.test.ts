@@ -139,9 +139,17 @@ describe('loadProjectorConfig', () => {
     expect(() => loadProjectorConfig({ OPEN_FILES_MAX: '0' })).toThrow(/OPEN_FILES_MAX: /)
   })
 
-  it('shares 128 MB of SQLite page cache by default, configurable, and refuses 0', () => {
-    expect(loadProjectorConfig({}).sqliteCacheBytes).toBe(128 * 1024 * 1024)
+  it('shares 96 MB of SQLite page cache by default, configurable, and refuses 0', () => {
+    expect(loadProjectorConfig({}).sqliteCacheBytes).toBe(96 * 1024 * 1024)
     expect(loadProjectorConfig({ SQLITE_CACHE_MB: '32' }).sqliteCacheBytes).toBe(32 * 1024 * 1024)
     expect(() => loadProjectorConfig({ SQLITE_CACHE_MB: '0' })).toThrow(/SQLITE_CACHE_MB: /)
+  })
+
+  it('builds documents on 1 worker thread by default, 0 for none, and refuses a fraction', () => {
+    expect(loadProjectorConfig({}).documentBuildWorkers).toBe(1)
+    expect(loadProjectorConfig({ DOCUMENT_BUILD_WORKERS: '0' }).documentBuildWorkers).toBe(0)
+    expect(() => loadProjectorConfig({ DOCUMENT_BUILD_WORKERS: '1.5' })).toThrow(
+      /DOCUMENT_BUILD_WORKERS: /,
+    )
   })
 })

@@ -1,0 +1,114 @@
+// Builds the deferred documents of several organization files at once: on worker threads, and on
+// the projector's own thread beside them.
+//
+// An initial load (or a rebuild) defers every document until the replica has caught up; the build
+// that follows is most of the load's tail, and organization files are independent, so it spreads
+// over the machine's cores. The caller must not write to those files meanwhile (the applier
+// refuses batches while a build runs, and the Kafka source waits for it: see apply.ts).
+import { createRequire } from 'node:module'
+import { pathToFileURL } from 'node:url'
+import { Worker } from 'node:worker_threads'
+import type { RefreshStats } from './documents/index.ts'
+
+// The worker is TypeScript, as this module is. Since Node 20.6 a worker does not inherit tsx's
+// loader, nor take it from `execArgv` (privatenumber/tsx#354), so its first lines register tsx's
+// ESM API on its own thread, then import the module. tsx's package maps `tsx/esm/api` to
+// dist/esm/api/index.cjs (require) and index.mjs (import), side by side.
+const tsxEsmApi = pathToFileURL(
+  createRequire(import.meta.url)
+    .resolve('tsx/esm/api')
+    .replace(/\.cjs$/, '.mjs'),
+).href
+const workerSource = `import(${JSON.stringify(tsxEsmApi)}).then((tsx) => {
+  tsx.register()
+  return import(${JSON.stringify(new URL('./build-worker.ts', import.meta.url).href)})
+})`
+
+export interface BuildJob {
+  organizationId: string
+  path: string
+  /** The previous generation's file of the organization (rebuilds keep unchanged stamps). */
+  previousPath?: string
+  /** ISO time of the build: every document written is stamped from it. */
+  now: string
+  cacheKiB: number
+  walCheckpointBytes: number
+}
+
+export type BuildResult =
+  | { organizationId: string; stats: RefreshStats; seconds: number; error?: undefined }
+  | { organizationId: string; error: string }
+
+/**
+ * Splits jobs into `lanes` lists of about equal work (largest file first, each to the lightest
+ * list), so that no lane waits on another for its next job.
+ */
+export function shareJobs<T extends { bytes: number }>(jobs: readonly T[], lanes: number): T[][] {
+  const lists = Array.from({ length: Math.max(1, lanes) }, () => ({ bytes: 0, jobs: [] as T[] }))
+  for (const job of [...jobs].sort((a, b) => b.bytes - a.bytes)) {
+    const lightest = lists.reduce((min, list) => (list.bytes < min.bytes ? list : min))
+    lightest.jobs.push(job)
+    lightest.bytes += job.bytes
+  }
+  return lists.map((list) => list.jobs).filter((list) => list.length > 0)
+}
+
+/**
+ * Builds the jobs on `workers` threads and, when `here` is given, on this thread too (between
+ * jobs it yields, so the workers' results are heard). `done` hears of each job as it ends. A job
+ * that fails, or whose worker cannot start or dies, ends as an error result: the caller builds it
+ * on its own thread instead.
+ */
+export async function buildInParallel(
+  jobs: readonly (BuildJob & { bytes: number })[],
+  options: { workers: number; here?: (job: BuildJob) => BuildResult },
+  done: (result: BuildResult) => void,
+): Promise<void> {
+  const here = options.here
+  const lanes = shareJobs(jobs, options.workers + (here === undefined ? 0 : 1))
+  const onThisThread = here === undefined ? [] : (lanes.pop() ?? [])
+  await Promise.all([
+    ...lanes.map((list) => onWorker(list, done)),
+    (async () => {
+      for (const job of onThisThread) {
+        await new Promise((resolve) => setImmediate(resolve))
+        let result: BuildResult
+        try {
+          result = here!(job)
+        } catch (error) {
+          result = { organizationId: job.organizationId, error: messageOf(error) }
+        }
+        done(result)
+      }
+    })(),
+  ])
+}
+
+/** Posts every job to one new worker, which builds them in order and answers each. */
+function onWorker(jobs: readonly BuildJob[], done: (result: BuildResult) => void): Promise<void> {
+  return new Promise((resolve) => {
+    const pending = new Map(jobs.map((job) => [job.organizationId, job]))
+    const worker = new Worker(workerSource, { eval: true })
+    const finish = (reason?: string) => {
+      if (reason !== undefined) {
+        for (const job of pending.values())
+          done({ organizationId: job.organizationId, error: reason })
+      }
+      pending.clear()
+      worker.removeAllListeners()
+      void worker.terminate().then(() => resolve())
+    }
+    worker.on('message', (result: BuildResult) => {
+      pending.delete(result.organizationId)
+      done(result)
+      if (pending.size === 0) finish()
+    })
+    worker.on('error', (error: Error) => finish(error.message))
+    worker.on('exit', (code: number) => finish(`build worker exited (${code})`))
+    for (const job of jobs) worker.postMessage(job)
+  })
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
