@@ -210,7 +210,6 @@ export function loadApiConfig(env: Env): ApiConfig {
     admin: { host: e.ADMIN_HOST, port: e.ADMIN_PORT },
     redisUrl: e.REDIS_URL,
     rateLimit: {
-    sqliteCacheBytes: e.SQLITE_CACHE_MB * 1024 * 1024,
       perKey: e.RATE_LIMIT_PER_KEY,
       perOrganization: e.RATE_LIMIT_PER_ORGANIZATION,
       windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS,
