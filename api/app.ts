@@ -4,7 +4,8 @@
 //
 // A protected request runs, in this order (spec/resources.md): replica ready (503), key (401),
 // rate limits (429), organization billing (402) and switch (403 api_disabled), scope
-// (403 insufficient_scope), then the route: parameters (400), id (404), page.
+// (403 insufficient_scope), then the route: parameters (400), id (404), page. A list page may come
+// from the page cache of the key's organization file (page-cache.ts), only after all of these.
 import Fastify, {
   LogController,
   type ConnectionError,
@@ -39,6 +40,7 @@ import {
 } from './errors.ts'
 import { createMetrics, type ApiMetrics } from './metrics.ts'
 import { buildOpenApiDocument } from './openapi.ts'
+import { PageCache } from './page-cache.ts'
 import { parseNoParams, rawQueryOf } from './params.ts'
 import { rateLimitHeaders, registerRateLimits } from './rate-limit.ts'
 import { Replica, type ServedGeneration } from './replica.ts'
@@ -93,13 +95,18 @@ function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 export async function buildApi(deps: ApiDeps): Promise<Api> {
   const { config, logger } = deps
   const clock = deps.clock ?? { now: () => Date.now() }
+  const pages = new PageCache(config.pageCacheBytes)
   const replica = new Replica({
     dataDir: config.dataDir,
     openFilesMax: config.openFilesMax,
     log: logger,
     checkIntervalMs: deps.generationCheckMs ?? 500,
+    pages,
   })
-  const metrics = createMetrics(() => replica.openFiles)
+  const metrics = createMetrics({
+    openFiles: () => replica.openFiles,
+    pageCacheBytes: () => pages.bytes,
+  })
   const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl, logger)
   if (redis !== undefined && !(await ready(redis, REDIS_TIMEOUTS.connectMs))) {
     logger.warn('redis not reachable at start; requests pass unlimited until it is')
@@ -204,6 +211,8 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     cursorSecret: config.cursorSecret,
     clock,
     buffers: new ResponseBuffers(),
+    cachePages: pages.enabled,
+    metrics,
   }
   const openApiDocument = JSON.stringify(buildOpenApiDocument())
   await app.register(

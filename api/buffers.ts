@@ -44,3 +44,10 @@ export class ResponseBuffers {
     }
   }
 }
+
+/**
+ * A buffer of its own, never pooled or reused: for a body kept after its response is done (the
+ * page cache). `Buffer.allocUnsafe` would hand small sizes out of a shared 8 KB pool, which the
+ * kept body would then hold alive.
+ */
+export const ownedBuffer: Allocate = (size) => Buffer.allocUnsafeSlow(size)

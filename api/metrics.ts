@@ -6,9 +6,19 @@ export interface ApiMetrics {
   readonly registry: Registry
   observeRequest(route: string, status: number, seconds: number): void
   rateLimited(policy: string): void
+  /** A list page looked up in the page cache: found (hit) or read from the file (miss). */
+  pageCacheLookup(hit: boolean): void
 }
 
-export function createMetrics(openFiles: () => number): ApiMetrics {
+/** What the gauges read when scraped. */
+export interface Gauges {
+  /** SQLite files held open. */
+  openFiles(): number
+  /** Bytes held by the list-page cache. */
+  pageCacheBytes(): number
+}
+
+export function createMetrics(gauges: Gauges): ApiMetrics {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
   const requests = new Counter({
@@ -35,9 +45,26 @@ export function createMetrics(openFiles: () => number): ApiMetrics {
     help: 'SQLite files the api holds open (control and organization files, all generations)',
     registers: [registry],
     collect() {
-      this.set(openFiles())
+      this.set(gauges.openFiles())
     },
   })
+  const pageCache = new Counter({
+    name: 'api_page_cache_lookups_total',
+    help: 'List pages looked up in the page cache, by result (hit: served without reading the file)',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  })
+  new Gauge({
+    name: 'api_page_cache_bytes',
+    help: 'Bytes of list-page bodies cached, across every open organization file',
+    registers: [registry],
+    collect() {
+      this.set(gauges.pageCacheBytes())
+    },
+  })
+  // Both series exist from the start, so a hit ratio is defined before the first lookup.
+  pageCache.inc({ result: 'hit' }, 0)
+  pageCache.inc({ result: 'miss' }, 0)
   return {
     registry,
     observeRequest(route, status, seconds) {
@@ -46,6 +73,9 @@ export function createMetrics(openFiles: () => number): ApiMetrics {
     },
     rateLimited(policy) {
       limited.inc({ policy })
+    },
+    pageCacheLookup(hit) {
+      pageCache.inc({ result: hit ? 'hit' : 'miss' })
     },
   }
 }

@@ -10,6 +10,7 @@ import type { Logger } from '../src/log.ts'
 import { currentGenerationName, generation, type Generation } from '../src/layout.ts'
 import { openForReading, type SqliteDatabase } from '../src/sqlite.ts'
 import { ApiError, temporarilyUnavailable, unavailable } from './errors.ts'
+import type { PageCache } from './page-cache.ts'
 import { OrganizationFiles } from './store.ts'
 
 /** An API key joined to its organization's state, as control.db holds them. */
@@ -35,7 +36,13 @@ export class ServedGeneration {
   #retired = false
   #closed = false
 
-  constructor(gen: Generation, control: SqliteDatabase, openFilesMax: number, log: Logger) {
+  constructor(
+    gen: Generation,
+    control: SqliteDatabase,
+    openFilesMax: number,
+    log: Logger,
+    pages: PageCache,
+  ) {
     this.name = gen.name
     this.#control = control
     // One statement (one read of control.db) per request: the replica's state, and the key with
@@ -50,7 +57,7 @@ export class ServedGeneration {
          FROM (SELECT 1) LEFT JOIN api_keys k ON k.key_hash = ?
               LEFT JOIN organizations o ON o.id = k.organization_id`,
     )
-    this.organizations = new OrganizationFiles(gen, openFilesMax, log)
+    this.organizations = new OrganizationFiles(gen, openFilesMax, log, pages)
   }
 
   /**
@@ -112,6 +119,8 @@ export interface ReplicaOptions {
   log: Logger
   /** How often the CURRENT pointer is re-read, at most. */
   checkIntervalMs: number
+  /** The list-page cache every generation's open files share (page-cache.ts). */
+  pages: PageCache
   /** Monotonic milliseconds. */
   monotonicNow?: () => number
 }
@@ -206,7 +215,13 @@ export class Replica {
     let control: SqliteDatabase | undefined
     try {
       control = openForReading(gen.controlPath)
-      return new ServedGeneration(gen, control, this.#options.openFilesMax, log)
+      return new ServedGeneration(
+        gen,
+        control,
+        this.#options.openFilesMax,
+        log,
+        this.#options.pages,
+      )
     } catch (error) {
       control?.close()
       const code = (error as { code?: string }).code

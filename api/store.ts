@@ -3,32 +3,68 @@
 // the only file it can read is that organization's.
 //
 // A missing or unreadable file is the replica's fault, not the caller's: 503 api_unavailable.
+//
+// Each open file carries the cached list pages read from it (page-cache.ts): they go when the
+// handle is closed, evicted or retired with its generation.
 import Database, { type Statement } from 'better-sqlite3'
 import type { Logger } from '../src/log.ts'
 import { type Generation, isOrganizationId } from '../src/layout.ts'
 import { openForReading, type SqliteDatabase } from '../src/sqlite.ts'
 import { unavailable } from './errors.ts'
 import type { Sql } from './collections.ts'
+import { type FilePages, PageCache } from './page-cache.ts'
 
 class UnusableFile extends Error {}
 
+const DATA_VERSION: Sql = { sql: 'PRAGMA data_version', args: [] }
+/** The cache of a file opened without one (tests, tools): nothing is kept. */
+const NO_CACHE = new PageCache(0)
+
 export class OrganizationFile {
+  /** List pages read from this file, valid for one `dataVersion` of it. */
+  readonly pages: FilePages
   readonly #db: SqliteDatabase
   readonly #statements = new Map<string, Statement>()
   readonly #inTransaction: (read: () => unknown) => unknown
 
-  constructor(db: SqliteDatabase) {
+  constructor(db: SqliteDatabase, pages: FilePages = NO_CACHE.forFile()) {
     this.#db = db
+    this.pages = pages
     // Made once per file: better-sqlite3 prepares its BEGIN and COMMIT with it.
     this.#inTransaction = db.transaction((read: () => unknown) => read())
   }
 
   /**
    * Runs `read` in one read transaction: on a WAL file, all of its statements see the same
-   * committed state, whatever the projector commits meanwhile.
+   * committed state, whatever the projector commits meanwhile. Inside a snapshot already, `read`
+   * runs in it (a nested transaction would only add a savepoint).
    */
   snapshot<T>(read: () => T): T {
-    return this.#inTransaction(read) as T
+    return this.#db.inTransaction ? read() : (this.#inTransaction(read) as T)
+  }
+
+  /**
+   * SQLite's `PRAGMA data_version` of this connection: it changes when another connection (the
+   * projector) has committed to the file, and inside a snapshot it is that snapshot's.
+   */
+  dataVersion(): number {
+    return this.value(DATA_VERSION) as number
+  }
+
+  /**
+   * The list page cached under `key` for the file's current state, else the one `read` makes,
+   * then cached. The version and the page are read in one snapshot: a body is only ever stored
+   * under the version of the state it was read from.
+   */
+  cachedPage(key: string, read: () => Buffer): { body: Buffer; hit: boolean } {
+    return this.snapshot(() => {
+      const version = this.dataVersion()
+      const cached = this.pages.get(version, key)
+      if (cached !== undefined) return { body: cached, hit: true }
+      const body = read()
+      this.pages.set(version, key, body)
+      return { body, hit: false }
+    })
   }
 
   /** Every row of a query, as arrays of column values. Statements are prepared once. */
@@ -53,6 +89,7 @@ export class OrganizationFile {
   }
 
   close(): void {
+    this.pages.clear()
     this.#db.close()
   }
 }
@@ -61,13 +98,15 @@ export class OrganizationFiles {
   readonly #generation: Generation
   readonly #max: number
   readonly #log: Logger
+  readonly #pages: PageCache
   /** Insertion order is recency order: a hit is moved to the end, the first entry is evicted. */
   readonly #open = new Map<string, OrganizationFile>()
 
-  constructor(generation: Generation, max: number, log: Logger) {
+  constructor(generation: Generation, max: number, log: Logger, pages: PageCache) {
     this.#generation = generation
     this.#max = max
     this.#log = log
+    this.#pages = pages
   }
 
   get size(): number {
@@ -107,7 +146,7 @@ export class OrganizationFiles {
     } catch (error) {
       throw new UnusableFile('cannot open the organization file', { cause: error })
     }
-    const file = new OrganizationFile(db)
+    const file = new OrganizationFile(db, this.#pages.forFile())
     this.#open.set(organizationId, file)
     while (this.#open.size > this.#max) {
       const [oldest] = this.#open.keys()

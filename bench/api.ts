@@ -7,9 +7,12 @@
 //   detail  one provider
 //   bare    a bare Fastify route (its own child process) returning a constant body of the size
 //           of a list page: the ceiling the list is compared with
+//   listUncached  the list request again, on a second api process with PAGE_CACHE_MB=0: every
+//           page read from SQLite (nothing writes to the file during the bench, so the first
+//           api serves list, cursor and since from its page cache after their first request)
 // then the list page again at half its saturation rate, for latency without queueing.
 // Prints the figures, then one line of JSON:
-//   {"listRps","bareRps","listP50Ms","listP99Ms","cursorRps","detailRps"}
+//   {"listRps","bareRps","listP50Ms","listP99Ms","cursorRps","detailRps","listUncachedRps"}
 // A measured run with any error or non-2xx response makes the figures meaningless: the bench
 // then exits 1 instead of printing that line.
 //
@@ -178,20 +181,22 @@ async function main(bench: BenchConfig): Promise<void> {
   process.stdout.write(`building an organization of ${PROVIDERS} providers...\n`)
   const { replica, key, ids } = buildOrganization()
   const [port, adminPort, barePort] = [await freePort(), await freePort(), await freePort()]
+  const [uncachedPort, uncachedAdminPort] = [await freePort(), await freePort()]
   const children: ChildProcess[] = []
   const bodyFile = join(replica.dataDir, 'bare-body.json')
+  const startApi = (apiPort: number, apiAdminPort: number, env: Record<string, string> = {}) =>
+    startChild(['api/main.ts'], {
+      DATA_DIR: replica.dataDir,
+      HOST: '127.0.0.1',
+      PORT: String(apiPort),
+      ADMIN_PORT: String(apiAdminPort),
+      LOG_LEVEL: 'warn',
+      RATE_LIMIT_PER_KEY: '1000000000',
+      RATE_LIMIT_PER_ORGANIZATION: '1000000000',
+      ...env,
+    })
   try {
-    children.push(
-      startChild(['api/main.ts'], {
-        DATA_DIR: replica.dataDir,
-        HOST: '127.0.0.1',
-        PORT: String(port),
-        ADMIN_PORT: String(adminPort),
-        LOG_LEVEL: 'warn',
-        RATE_LIMIT_PER_KEY: '1000000000',
-        RATE_LIMIT_PER_ORGANIZATION: '1000000000',
-      }),
-    )
+    children.push(startApi(port, adminPort))
     const base = `http://127.0.0.1:${port}/api/v1`
     const auth = { authorization: `Bearer ${key}` }
     await waitFor(`${base}/providers?limit=1`, auth)
@@ -207,6 +212,11 @@ async function main(bench: BenchConfig): Promise<void> {
     writeFileSync(bodyFile, firstPage)
     children.push(startChild(['bench/api.ts', '--bare', String(barePort), bodyFile], {}))
     await waitFor(`http://127.0.0.1:${barePort}/bare`)
+    children.push(startApi(uncachedPort, uncachedAdminPort, { PAGE_CACHE_MB: '0' }))
+    const uncachedList = `http://127.0.0.1:${uncachedPort}/api/v1/providers?limit=50`
+    await waitFor(uncachedList, auth)
+    const uncachedPage = await (await fetch(uncachedList, { headers: auth })).text()
+    if (uncachedPage !== firstPage) throw new BenchFailure('the uncached api served another page')
 
     const urls = {
       list: `${base}/providers?limit=50`,
@@ -219,10 +229,15 @@ async function main(bench: BenchConfig): Promise<void> {
       `page of 50: ${firstPage.length} bytes; ${bench.connections} connections, ` +
         `${bench.durationSeconds} s per run\n`,
     )
-    const [apiProcess, bareProcess] = children as [ChildProcess, ChildProcess]
-    // Warm up both servers (JIT, page cache) before measuring.
+    const [apiProcess, bareProcess, uncachedProcess] = children as [
+      ChildProcess,
+      ChildProcess,
+      ChildProcess,
+    ]
+    // Warm up the servers (JIT, SQLite's page cache) before measuring.
     await autocannon(bench, urls.list, key, apiProcess)
     await autocannon(bench, urls.bare, undefined, bareProcess)
+    await autocannon(bench, uncachedList, key, uncachedProcess)
 
     const results: Record<string, Result> = {}
     for (const [name, url] of Object.entries(urls)) {
@@ -233,12 +248,13 @@ async function main(bench: BenchConfig): Promise<void> {
         name === 'bare' ? bareProcess : apiProcess,
       )
     }
+    results.listUncached = await autocannon(bench, uncachedList, key, uncachedProcess)
     const half = Math.max(1, Math.round((results.list as Result).rps / 2))
     results.listHalf = await autocannon(bench, urls.list, key, apiProcess, half)
 
     for (const [name, r] of Object.entries(results)) {
       process.stdout.write(
-        `${name.padEnd(8)} ${String(r.rps).padStart(7)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms` +
+        `${name.padEnd(12)} ${String(r.rps).padStart(7)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms` +
           `  server cpu ${r.cpuMsPerRequest} ms/req  ${r.bytesPerRequest} B/req` +
           `  errors ${r.errors}  non-2xx ${r.non2xx}\n`,
       )
@@ -252,11 +268,13 @@ async function main(bench: BenchConfig): Promise<void> {
     const list = results.list as Result
     const bare = results.bare as Result
     const listHalf = results.listHalf
+    const uncached = results.listUncached
     const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
     process.stdout.write(
       `machine load average ${load} (cores: ${availableParallelism()}); server CPU per request ` +
         `list/bare ${(list.cpuMsPerRequest / bare.cpuMsPerRequest).toFixed(2)}x\n` +
-        `list/bare ${((100 * list.rps) / bare.rps).toFixed(1)}% (target >= 50%); ` +
+        `list/bare ${((100 * list.rps) / bare.rps).toFixed(1)}% (target >= 50%), without the ` +
+        `page cache ${((100 * uncached.rps) / bare.rps).toFixed(1)}%; ` +
         `p99 at ${half} req/s (half saturation) ${listHalf.p99} ms (target < 10 ms)\n`,
     )
     process.stdout.write(
@@ -267,6 +285,7 @@ async function main(bench: BenchConfig): Promise<void> {
         listP99Ms: listHalf.p99,
         cursorRps: (results.cursor as Result).rps,
         detailRps: (results.detail as Result).rps,
+        listUncachedRps: uncached.rps,
       })}\n`,
     )
   } finally {

@@ -106,6 +106,16 @@ const apiEnv = z.object({
   RATE_LIMIT_WINDOW_SECONDS: positiveInt.default(60),
   /** Most organization files kept open at once (least recently used are closed). */
   OPEN_FILES_MAX: positiveInt.default(256),
+  /**
+   * Megabytes of list-page response bodies cached, shared by every open organization file
+   * (api/page-cache.ts); 0 turns the cache off.
+   */
+  PAGE_CACHE_MB: z.coerce
+    .number()
+    .int('must be a whole number of megabytes')
+    .min(0, 'must be 0 (off) or more')
+    .max(65_536, 'must be at most 65536 (64 GB)')
+    .default(64),
   LOG_LEVEL: logLevel.default('info'),
   /**
    * Signs paging cursors, so that a cursor altered or made for another list is refused. Every
@@ -122,6 +132,8 @@ export type ApiConfig = {
   redisUrl: string | undefined
   rateLimit: { perKey: number; perOrganization: number; windowSeconds: number }
   openFilesMax: number
+  /** Bytes of list pages the api caches across all open files; 0: no cache. */
+  pageCacheBytes: number
   logLevel: z.infer<typeof logLevel>
   cursorSecret: string
 }
@@ -215,6 +227,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS,
     },
     openFilesMax: e.OPEN_FILES_MAX,
+    pageCacheBytes: e.PAGE_CACHE_MB * 1024 * 1024,
     logLevel: e.LOG_LEVEL,
     cursorSecret: e.CURSOR_SECRET ?? DEFAULT_CURSOR_SECRET,
   }

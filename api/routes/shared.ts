@@ -1,11 +1,21 @@
 // The two shapes every resource route takes: a list page and a detail. By the time a handler
 // runs, the request is authenticated, within its rate limits and holds the route's scope
-// (app.ts); what is left is 400 (parameters, cursor), then 404, then the page itself.
+// (app.ts); what is left is 400 (parameters, cursor), then 404, then the page itself. Only then
+// is the page cache consulted: it never answers a request those checks would refuse.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { canSeeSensitive, type Principal } from '../auth.ts'
-import { type Collection, detailSql, pageSql, readPage, type View } from '../collections.ts'
+import {
+  type Collection,
+  detailSql,
+  type PageRead,
+  type PageReader,
+  pageSql,
+  readPage,
+  type View,
+} from '../collections.ts'
 import { decodeCursor, encodeCursor, type Position } from '../cursor.ts'
 import { ApiError, invalidRequest, notFound } from '../errors.ts'
+import type { ApiMetrics } from '../metrics.ts'
 import { detailBody, listBody } from '../page.ts'
 import {
   cursorBinding,
@@ -16,7 +26,7 @@ import {
   rawQueryOf,
 } from '../params.ts'
 import type { ServedGeneration } from '../replica.ts'
-import type { Allocate, ResponseBuffers } from '../buffers.ts'
+import { type Allocate, ownedBuffer, type ResponseBuffers } from '../buffers.ts'
 
 export interface Clock {
   /** Epoch milliseconds. */
@@ -27,6 +37,9 @@ export interface RouteContext {
   readonly cursorSecret: string
   readonly clock: Clock
   readonly buffers: ResponseBuffers
+  /** Whether list pages go through the page cache (PAGE_CACHE_MB above 0). */
+  readonly cachePages: boolean
+  readonly metrics: Pick<ApiMetrics, 'pageCacheLookup'>
 }
 
 export const JSON_TYPE = 'application/json; charset=utf-8'
@@ -84,17 +97,39 @@ export function sendBuilt(
   return sendJson(reply, build(lease.allocate))
 }
 
+/**
+ * What a list page's bytes depend on besides the file's state: the binding (organization, list,
+ * view, every normalized filter including updated_since; the cursor's MAC is made of it), the
+ * position the page starts after and the page size. The cursor secret is fixed for the process.
+ */
+export function listPageKey(binding: string, after: Position | undefined, limit: number): string {
+  return JSON.stringify([binding, after ?? null, limit])
+}
+
 export function registerList(app: FastifyInstance, ctx: RouteContext, collection: Collection) {
   app.get(collection.path, { config: { scope: collection.scope } }, (request, reply) => {
     const { principal, served } = caller(request)
     const view = viewOf(collection, principal)
     const { query, binding, after } = listRequest(ctx, principal, collection.list, view, request, 2)
-    const page = pageSql(collection, view, query.filters, after, query.limit)
-    const { bodies, next } = served.organizations.read(principal.organizationId, (file) =>
-      readPage(file, page),
+    const read = (file: PageReader) =>
+      readPage(file, pageSql(collection, view, query.filters, after, query.limit))
+    const envelope = ({ bodies, next }: PageRead, allocate: Allocate) => {
+      const cursor = next === undefined ? null : encodeCursor(ctx.cursorSecret, binding, next)
+      return listBody(bodies, cursor, allocate)
+    }
+    const { organizationId } = principal
+    if (!ctx.cachePages) {
+      const page = served.organizations.read(organizationId, read)
+      return sendBuilt(ctx, reply, (allocate) => envelope(page, allocate))
+    }
+    const key = listPageKey(binding, after, query.limit)
+    // A body that may be cached is built in a buffer of its own: a slab is reused once its
+    // response is done, a cached body is sent again and again.
+    const { body, hit } = served.organizations.read(organizationId, (file) =>
+      file.cachedPage(key, () => envelope(read(file), ownedBuffer)),
     )
-    const cursor = next === undefined ? null : encodeCursor(ctx.cursorSecret, binding, next)
-    return sendBuilt(ctx, reply, (allocate) => listBody(bodies, cursor, allocate))
+    ctx.metrics.pageCacheLookup(hit)
+    return sendJson(reply, body)
   })
 }
 

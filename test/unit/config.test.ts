@@ -40,9 +40,19 @@ describe('loadApiConfig', () => {
       redisUrl: undefined,
       rateLimit: { perKey: 120, perOrganization: 600, windowSeconds: 60 },
       openFilesMax: 256,
+      pageCacheBytes: 64 * 1024 * 1024,
       logLevel: 'info',
       cursorSecret: expect.any(String) as string,
     })
+  })
+
+  it('reads PAGE_CACHE_MB as megabytes, 0 turning the cache off, and refuses others, naming it', () => {
+    expect(loadApiConfig({ DATA_DIR: dataDir, PAGE_CACHE_MB: '0' }).pageCacheBytes).toBe(0)
+    expect(loadApiConfig({ DATA_DIR: dataDir, PAGE_CACHE_MB: '2' }).pageCacheBytes).toBe(2097152)
+    for (const value of ['-1', '1.5', 'lots', '65537']) {
+      const error = refusal(() => loadApiConfig({ DATA_DIR: dataDir, PAGE_CACHE_MB: value }))
+      expect(error.message).toMatch(new RegExp(`^\\s*PAGE_CACHE_MB: .*\\(got "${value}"\\)$`, 'm'))
+    }
   })
 
   it('reads an empty variable as unset', () => {

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { collections, type PageReader, pageSql, readPage } from '../../../api/collections.ts'
+import { PageCache } from '../../../api/page-cache.ts'
 import { OrganizationFile } from '../../../api/store.ts'
 import { openForReading, openForWriting, type SqliteDatabase } from '../../../src/sqlite.ts'
 
@@ -80,5 +81,83 @@ describe('readPage', () => {
     const none = readPage(file, empty)
     expect(none.bodies.length).toBe(0)
     expect(none.next).toBeUndefined()
+  })
+})
+
+describe('cachedPage', () => {
+  let dir: string
+  let writer: SqliteDatabase
+  let file: OrganizationFile
+  let write: (id: string) => void
+
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'api-store-'))
+    const path = join(dir, 'organization.db')
+    writer = openForWriting(path, 'organization')
+    const insert = writer.prepare(
+      `INSERT INTO doc_provider_groups (id, updated_at, hash, body) VALUES (?, ?, 'h', ?)`,
+    )
+    write = (id) => insert.run(id, stamp(1), JSON.stringify({ id }))
+    write('g1')
+    file = new OrganizationFile(openForReading(path), new PageCache(1 << 20).forFile())
+  })
+
+  afterEach(() => {
+    file.close()
+    writer.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  const page = pageSql(collections['provider-groups'], 'base', {}, undefined, 50)
+  /** The page as the file holds it now, as a new buffer (what the route builds on a miss). */
+  const read = () => Buffer.from(readPage(file, page).bodies)
+
+  it('reads the version of the snapshot it runs in, moved by another connection committing', () => {
+    const before = file.snapshot(() => file.dataVersion())
+    expect(file.snapshot(() => file.dataVersion())).toBe(before)
+    file.snapshot(() => {
+      const inside = file.dataVersion()
+      write('g2')
+      // Committed meanwhile by another connection: this snapshot keeps its state and version.
+      expect(file.dataVersion()).toBe(inside)
+      expect(read().toString()).toBe('{"id":"g1"}')
+    })
+    expect(file.snapshot(() => file.dataVersion())).not.toBe(before)
+  })
+
+  it('serves a cached page until the file changes, then the new one', () => {
+    expect(file.cachedPage('page', read)).toMatchObject({ hit: false })
+    expect(file.cachedPage('page', read)).toMatchObject({ hit: true })
+    write('g2')
+    const after = file.cachedPage('page', read)
+    expect(after.hit).toBe(false)
+    expect(after.body.toString()).toBe('{"id":"g1"},{"id":"g2"}')
+  })
+
+  it('never serves a page cached from a state the projector had already moved past', () => {
+    // The projector commits while the page is being read: the page is of the old state, and is
+    // stored under the old state's version, so the next request reads the file again.
+    const racing = file.cachedPage('page', () => {
+      const body = read()
+      write('g2')
+      return body
+    })
+    expect(racing).toMatchObject({ hit: false })
+    expect(racing.body.toString()).toBe('{"id":"g1"}')
+    const next = file.cachedPage('page', read)
+    expect(next.hit).toBe(false)
+    expect(next.body.toString()).toBe('{"id":"g1"},{"id":"g2"}')
+  })
+
+  it('drops its pages when the file is closed', () => {
+    const cache = new PageCache(1 << 20)
+    const other = new OrganizationFile(
+      openForReading(join(dir, 'organization.db')),
+      cache.forFile(),
+    )
+    other.cachedPage('page', () => Buffer.from('{"id":"g1"}'))
+    expect(cache.entries).toBe(1)
+    other.close()
+    expect(cache.bytes).toBe(0)
   })
 })

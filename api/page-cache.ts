@@ -1,0 +1,142 @@
+// Complete list-page response bodies, kept for as long as the organization file they were read
+// from has not changed. Joining a page of 50 providers in SQLite and copying it into the response
+// costs more than the whole rest of the request, and clients that poll ask for the same pages
+// (the first ones, `updated_since` a watermark) again and again between two commits to their
+// organization's file.
+//
+// One `PageCache` holds the byte budget of the whole process; each open organization file has
+// its own `FilePages` of it (store.ts), so a request can only ever find pages of its own
+// organization's file, of the generation it is served from, and closing the file drops them.
+//
+// Validity: the version a file's pages belong to is SQLite's `PRAGMA data_version` of the api's
+// read connection, read in the same read transaction as the page. It changes whenever another
+// connection (the projector) has committed to the file; a lookup with another version than the
+// stored one drops every page of that file first. Pure: no I/O, the caller gives the version.
+
+interface CachedPage {
+  readonly body: Buffer
+  /** What the entry costs the budget: the body plus its key (UTF-16). */
+  readonly bytes: number
+  /** Removes the entry from its file's pages (the budget evicts it). */
+  readonly forget: () => void
+}
+
+export class PageCache {
+  readonly maxBytes: number
+  #bytes = 0
+  /** Every entry of every file, least recently used first: a hit moves its entry to the end. */
+  readonly #recency = new Set<CachedPage>()
+
+  /** `maxBytes` 0 disables the cache: nothing is stored, every lookup misses. */
+  constructor(maxBytes: number) {
+    this.maxBytes = maxBytes
+  }
+
+  get enabled(): boolean {
+    return this.maxBytes > 0
+  }
+
+  /** Bytes held by every file's pages. */
+  get bytes(): number {
+    return this.#bytes
+  }
+
+  get entries(): number {
+    return this.#recency.size
+  }
+
+  /** The pages of one open file, drawing on this budget. */
+  forFile(): FilePages {
+    return new FilePages(this)
+  }
+
+  // add, touch, remove and admits are for FilePages: entries are only ever made by a file's pages.
+
+  /** Whether an entry of `bytes` may be stored at all (one larger than the budget never is). */
+  admits(bytes: number): boolean {
+    return this.enabled && bytes <= this.maxBytes
+  }
+
+  add(entry: CachedPage): void {
+    this.#recency.add(entry)
+    this.#bytes += entry.bytes
+    while (this.#bytes > this.maxBytes) {
+      const [oldest] = this.#recency
+      if (oldest === undefined) break
+      oldest.forget()
+    }
+  }
+
+  touch(entry: CachedPage): void {
+    this.#recency.delete(entry)
+    this.#recency.add(entry)
+  }
+
+  remove(entry: CachedPage): void {
+    if (this.#recency.delete(entry)) this.#bytes -= entry.bytes
+  }
+}
+
+/** The cached pages of one open organization file, all of one version of it. */
+export class FilePages {
+  readonly #cache: PageCache
+  readonly #entries = new Map<string, CachedPage>()
+  #version: number | undefined
+
+  constructor(cache: PageCache) {
+    this.#cache = cache
+  }
+
+  get enabled(): boolean {
+    return this.#cache.enabled
+  }
+
+  get size(): number {
+    return this.#entries.size
+  }
+
+  /**
+   * The body stored under `key`, if it was read from the file at `version`. A new version drops
+   * every page of the file: any commit can change any page (a new row moves every page after it).
+   */
+  get(version: number, key: string): Buffer | undefined {
+    this.#settle(version)
+    const entry = this.#entries.get(key)
+    if (entry === undefined) return undefined
+    this.#cache.touch(entry)
+    return entry.body
+  }
+
+  /**
+   * Stores `body`, read from the file at `version`, under `key`. The body must be owned by the
+   * cache from now on: never a reused response slab, never written to again.
+   */
+  set(version: number, key: string, body: Buffer): void {
+    this.#settle(version)
+    const bytes = body.length + key.length * 2
+    if (!this.#cache.admits(bytes)) return
+    this.#entries.get(key)?.forget()
+    const entry: CachedPage = {
+      body,
+      bytes,
+      forget: () => {
+        if (this.#entries.get(key) === entry) this.#entries.delete(key)
+        this.#cache.remove(entry)
+      },
+    }
+    this.#entries.set(key, entry)
+    this.#cache.add(entry)
+  }
+
+  /** Drops every page (the file is closed). */
+  clear(): void {
+    for (const entry of [...this.#entries.values()]) entry.forget()
+    this.#version = undefined
+  }
+
+  #settle(version: number): void {
+    if (version === this.#version) return
+    this.clear()
+    this.#version = version
+  }
+}
