@@ -69,21 +69,23 @@ export class OrganizationFile {
 
   /** Every row of a query, as arrays of column values. Statements are prepared once. */
   rows(query: Sql): unknown[][] {
-    return this.#statement(query.sql).all(...query.args) as unknown[][]
+    return this.#statement(query.sql, 'rows').all(...query.args) as unknown[][]
   }
 
   /** The first column of the first row, or undefined. */
   value(query: Sql): unknown {
-    return this.#statement(query.sql)
-      .pluck()
-      .get(...query.args)
+    return this.#statement(query.sql, 'value').get(...query.args)
   }
 
-  #statement(sql: string): Statement {
-    let statement = this.#statements.get(sql)
+  // One statement per SQL text and use: better-sqlite3's raw and pluck modes exclude each other
+  // and stick to the statement, so one shared by rows() and value() would answer in the wrong one.
+  #statement(sql: string, use: 'rows' | 'value'): Statement {
+    const key = `${use}\u0000${sql}`
+    let statement = this.#statements.get(key)
     if (statement === undefined) {
-      statement = this.#db.prepare(sql).raw(true)
-      this.#statements.set(sql, statement)
+      const prepared = this.#db.prepare(sql)
+      statement = use === 'rows' ? prepared.raw(true) : prepared.pluck(true)
+      this.#statements.set(key, statement)
     }
     return statement
   }

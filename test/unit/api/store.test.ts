@@ -72,6 +72,13 @@ describe('readPage', () => {
     expect(ids(readPage(file, page).bodies)).toEqual(['g1', 'g2', 'g3', 'g4'])
   })
 
+  it('answers the same SQL as rows and as a value, in either order', () => {
+    const sql = { sql: 'SELECT id, updated_at FROM doc_provider_groups ORDER BY id', args: [] }
+    expect(file.value(sql)).toBe('g1')
+    expect(file.rows(sql)[0]).toEqual(['g1', stamp(1)])
+    expect(file.value(sql)).toBe('g1')
+  })
+
   it('gives the position of the last row when another page follows', () => {
     const page = pageSql(collections['provider-groups'], 'base', {}, undefined, 2)
     const read = readPage(file, page)
