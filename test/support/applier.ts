@@ -39,3 +39,13 @@ export function testApplier(
   })
   return { applier, generation, dataDir: dir }
 }
+
+/** Every table of served documents in an organization file. */
+export const DOCUMENT_TABLES = [
+  'doc_providers',
+  'doc_provider_groups',
+  'doc_enrollments',
+  'doc_group_enrollments',
+  'doc_documents',
+  'doc_expirables',
+] as const

@@ -11,6 +11,26 @@ import { openForReading, openForWriting, type SqliteDatabase } from '../../../sr
 
 const stamp = (second: number) => `2026-01-01T00:00:0${second}.000Z`
 
+/**
+ * An organization file with the projector's connection (`writer`, `write` a provider group) and
+ * the api's (`file`, with `pages` when given).
+ */
+function organizationFile(pages?: PageCache) {
+  const dir = mkdtempSync(join(tmpdir(), 'api-store-'))
+  const path = join(dir, 'organization.db')
+  const writer = openForWriting(path, 'organization')
+  const insert = writer.prepare(
+    `INSERT INTO doc_provider_groups (id, updated_at, hash, body) VALUES (?, ?, 'h', ?)`,
+  )
+  const write = (id: string, at: string) => void insert.run(id, at, JSON.stringify({ id }))
+  const reader = openForReading(path)
+  const file =
+    pages === undefined
+      ? new OrganizationFile(reader)
+      : new OrganizationFile(reader, pages.forFile())
+  return { dir, writer, write, file }
+}
+
 describe('readPage', () => {
   let dir: string
   let writer: SqliteDatabase
@@ -18,13 +38,7 @@ describe('readPage', () => {
   let write: (id: string, at: string) => void
 
   beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'api-store-'))
-    const path = join(dir, 'organization.db')
-    writer = openForWriting(path, 'organization')
-    const insert = writer.prepare(
-      `INSERT INTO doc_provider_groups (id, updated_at, hash, body) VALUES (?, ?, 'h', ?)`,
-    )
-    write = (id, at) => insert.run(id, at, JSON.stringify({ id }))
+    ;({ dir, writer, write, file } = organizationFile())
     for (const [id, at] of [
       ['g1', stamp(1)],
       ['g2', stamp(1)],
@@ -33,7 +47,6 @@ describe('readPage', () => {
     ] as const) {
       write(id, at)
     }
-    file = new OrganizationFile(openForReading(path))
   })
 
   afterEach(() => {
@@ -98,15 +111,10 @@ describe('cachedPage', () => {
   let write: (id: string) => void
 
   beforeEach(() => {
-    dir = mkdtempSync(join(tmpdir(), 'api-store-'))
-    const path = join(dir, 'organization.db')
-    writer = openForWriting(path, 'organization')
-    const insert = writer.prepare(
-      `INSERT INTO doc_provider_groups (id, updated_at, hash, body) VALUES (?, ?, 'h', ?)`,
-    )
-    write = (id) => insert.run(id, stamp(1), JSON.stringify({ id }))
+    const made = organizationFile(new PageCache(1 << 20))
+    ;({ dir, writer, file } = made)
+    write = (id) => made.write(id, stamp(1))
     write('g1')
-    file = new OrganizationFile(openForReading(path), new PageCache(1 << 20).forFile())
   })
 
   afterEach(() => {

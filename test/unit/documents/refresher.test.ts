@@ -11,6 +11,7 @@ import {
   sensitiveProvider as sensitiveProviderSchema,
 } from '../../../schema/resources.ts'
 import { contentHash, priorStampsFrom } from '../../../projector/documents/index.ts'
+import { DOCUMENT_TABLES } from '../../support/applier.ts'
 import {
   document,
   enrollment,
@@ -839,16 +840,8 @@ describe('determinism and rebuilds', () => {
     }
   }
 
-  const tables = [
-    'doc_providers',
-    'doc_provider_groups',
-    'doc_enrollments',
-    'doc_group_enrollments',
-    'doc_documents',
-    'doc_expirables',
-  ] as const
   const dump = (file: TestFile) =>
-    tables.map((table) => file.db.prepare(`SELECT * FROM ${table} ORDER BY id`).all())
+    DOCUMENT_TABLES.map((table) => file.db.prepare(`SELECT * FROM ${table} ORDER BY id`).all())
 
   it('yields byte-identical documents whatever order rows arrived in', () => {
     seed(f, false)

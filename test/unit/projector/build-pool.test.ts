@@ -8,7 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { shareJobs } from '../../../projector/build-pool.ts'
 import { parseRecordLine } from '../../../projector/sources/file.ts'
 import { generateDataset } from '../../../scripts/dataset/generate.ts'
-import { testApplier } from '../../support/applier.ts'
+import { DOCUMENT_TABLES, testApplier } from '../../support/applier.ts'
 
 const dirs: string[] = []
 afterEach(() => {
@@ -19,15 +19,6 @@ const records = [
   ...generateDataset({ organizations: 3, providersPerOrganization: 25, updateRounds: 2, seed: 5 }),
 ].map((line, i) => parseRecordLine(line, i + 1))
 
-const DOC_TABLES = [
-  'doc_providers',
-  'doc_provider_groups',
-  'doc_enrollments',
-  'doc_group_enrollments',
-  'doc_documents',
-  'doc_expirables',
-]
-
 /** Every document row of every organization file, stamps and bodies included. */
 function documents(organizationsDir: string): Record<string, unknown[]> {
   const out: Record<string, unknown[]> = {}
@@ -36,7 +27,7 @@ function documents(organizationsDir: string): Record<string, unknown[]> {
     .sort()) {
     const db = new Database(join(organizationsDir, name), { readonly: true })
     try {
-      for (const table of DOC_TABLES) {
+      for (const table of DOCUMENT_TABLES) {
         out[`${name}/${table}`] = db.prepare(`SELECT * FROM ${table} ORDER BY id`).all()
       }
     } finally {
@@ -100,7 +91,7 @@ describe('building documents on worker threads', () => {
     expect(thereStats).toEqual(hereStats)
     expect(hereStats.rewritten).toBeGreaterThan(300)
     const built = documents(there.organizationsDir)
-    expect(Object.keys(built)).toHaveLength(3 * DOC_TABLES.length)
+    expect(Object.keys(built)).toHaveLength(3 * DOCUMENT_TABLES.length)
     expect(built).toEqual(documents(here.organizationsDir))
   }, 60_000)
 
