@@ -77,6 +77,14 @@ export interface Applier {
    * batch may be applied until then (the workers write the files).
    */
   buildInProgress(): Promise<void> | undefined
+  /**
+   * Stops the catch-up build for good (stopping the process): workers are terminated, their
+   * organizations stay deferred and are built at the next start; `markCaughtUp` returns without
+   * recording the catch-up.
+   */
+  stopBuilding(): void
+  /** Whether the replica has caught up with its source (recorded by `markCaughtUp`). */
+  readonly caughtUp: boolean
   readonly control: ControlFile
   close(): void
 }
@@ -92,6 +100,10 @@ export function createApplier(options: ApplierOptions): Applier {
   let closed = false
   let organizationCacheKiB: number | undefined
   let buildOnThreads: Promise<void> | undefined
+  /** Stops a catch-up build (`stopBuilding`, `close`): a SIGTERM need not wait for it. */
+  const stopBuilds = new AbortController()
+  const stopping = () => closed || stopBuilds.signal.aborted
+  let caughtUp = control.caughtUpAt() !== undefined
   if (options.cacheBudgetBytes !== undefined) {
     control.setCacheKiB(cacheShares(options.cacheBudgetBytes, 1).controlKiB)
   }
@@ -166,7 +178,7 @@ export function createApplier(options: ApplierOptions): Applier {
       })
     }
     const here = (job: BuildJob): BuildResult => {
-      if (closed) return { organizationId: job.organizationId, error: 'stopped' }
+      if (stopping()) return { organizationId: job.organizationId, error: 'stopped' }
       const started = process.hrtime.bigint()
       const file = organizationFile(job.organizationId)
       // The share it would get as the only open file is the workers' too: the share of all.
@@ -176,9 +188,9 @@ export function createApplier(options: ApplierOptions): Applier {
       const seconds = Number(process.hrtime.bigint() - started) / 1e9
       return { organizationId: job.organizationId, stats, seconds }
     }
-    await buildInParallel(jobs, { workers, here }, (result) => {
+    await buildInParallel(jobs, { workers, here, signal: stopBuilds.signal }, (result) => {
       // Stopped meanwhile: the build goes on at the next start (caught_up_at is not set).
-      if (closed) return
+      if (stopping()) return
       if (result.error !== undefined) {
         logger.warn(
           { organizationId: result.organizationId, error: result.error },
@@ -311,6 +323,7 @@ export function createApplier(options: ApplierOptions): Applier {
     async markCaughtUp() {
       const built: RefreshStats = { rewritten: 0, unchanged: 0, removed: 0 }
       if (control.caughtUpAt() !== undefined) return built
+      if (stopping()) return built
       const workers = options.documentBuildWorkers ?? 0
       if (workers > 0) {
         buildOnThreads = buildInParallelLanes(workers, built)
@@ -319,7 +332,7 @@ export function createApplier(options: ApplierOptions): Applier {
         } finally {
           buildOnThreads = undefined
         }
-        if (closed) return built
+        if (stopping()) return built
       }
       // Until a pass finds nothing to build: a batch applied while this one yielded may have
       // brought a new organization. The last pass does not yield, so no batch comes between it
@@ -344,16 +357,26 @@ export function createApplier(options: ApplierOptions): Applier {
           buildingAny = true
           await new Promise((resolve) => setImmediate(resolve))
           // Stopped meanwhile: the build goes on at the next start (caught_up_at is not set).
-          if (closed) return built
+          if (stopping()) return built
         }
       }
       control.markCaughtUp(clock())
+      caughtUp = true
       logger.info('replica caught up with its source: the api now serves it')
       return built
     },
 
+    stopBuilding() {
+      stopBuilds.abort()
+    },
+
+    get caughtUp() {
+      return caughtUp
+    },
+
     close() {
       closed = true
+      stopBuilds.abort()
       for (const file of files.values()) file.close()
       files.clear()
       control.close()

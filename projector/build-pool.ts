@@ -61,17 +61,21 @@ export function shareJobs<T extends { bytes: number }>(jobs: readonly T[], lanes
  */
 export async function buildInParallel(
   jobs: readonly (BuildJob & { bytes: number })[],
-  options: { workers: number; here?: (job: BuildJob) => BuildResult },
+  options: { workers: number; here?: (job: BuildJob) => BuildResult; signal?: AbortSignal },
   done: (result: BuildResult) => void,
 ): Promise<void> {
-  const here = options.here
+  const { here, signal } = options
   const lanes = shareJobs(jobs, options.workers + (here === undefined ? 0 : 1))
   const onThisThread = here === undefined ? [] : (lanes.pop() ?? [])
   await Promise.all([
-    ...lanes.map((list) => onWorker(list, done)),
+    ...lanes.map((list) => onWorker(list, done, signal)),
     (async () => {
       for (const job of onThisThread) {
         await new Promise((resolve) => setImmediate(resolve))
+        if (signal?.aborted === true) {
+          done({ organizationId: job.organizationId, error: 'stopped' })
+          continue
+        }
         let result: BuildResult
         try {
           result = here!(job)
@@ -84,8 +88,15 @@ export async function buildInParallel(
   ])
 }
 
-/** Posts every job to one new worker, which builds them in order and answers each. */
-function onWorker(jobs: readonly BuildJob[], done: (result: BuildResult) => void): Promise<void> {
+/**
+ * Posts every job to one new worker, which builds them in order and answers each. Aborting
+ * terminates it: the build in hand rolls back (its file stays deferred, built at the next start).
+ */
+function onWorker(
+  jobs: readonly BuildJob[],
+  done: (result: BuildResult) => void,
+  signal: AbortSignal | undefined,
+): Promise<void> {
   return new Promise((resolve) => {
     const pending = new Map(jobs.map((job) => [job.organizationId, job]))
     const worker = new Worker(workerSource, { eval: true })
@@ -95,9 +106,13 @@ function onWorker(jobs: readonly BuildJob[], done: (result: BuildResult) => void
           done({ organizationId: job.organizationId, error: reason })
       }
       pending.clear()
+      signal?.removeEventListener('abort', stop)
       worker.removeAllListeners()
       void worker.terminate().then(() => resolve())
     }
+    const stop = () => finish('stopped')
+    if (signal?.aborted === true) return stop()
+    signal?.addEventListener('abort', stop, { once: true })
     worker.on('message', (result: BuildResult) => {
       pending.delete(result.organizationId)
       done(result)

@@ -111,11 +111,15 @@ export function createProjector(deps: ProjectorDeps): Projector {
     metrics.recordBatch(outcome, seconds, clock().getTime())
   }
 
-  const caughtUp = async () => {
-    if (applier === undefined) return
-    metrics.recordDocuments(await applier.markCaughtUp())
+  /** Builds what the load deferred and records the catch-up; false if stopped before that. */
+  const caughtUp = async (): Promise<boolean> => {
+    const a = applier
+    if (a === undefined) return false
+    metrics.recordDocuments(await a.markCaughtUp())
+    if (!a.caughtUp) return false
     ready = true
     metrics.setCaughtUp(true)
+    return true
   }
 
   return {
@@ -175,14 +179,15 @@ export function createProjector(deps: ProjectorDeps): Projector {
 
     async startKafka(options = {}) {
       let groupId: string
-      let onCaughtUp = caughtUp
+      let onCaughtUp = async () => void (await caughtUp())
       if (options.rebuild === true) {
         const previous = currentGeneration(config.dataDir)
         generation = prepareGeneration(config.dataDir, newGenerationName(clock()))
         groupId = `${config.kafka.groupId}.${generation.name}`
         openApplier(true, previous)
         onCaughtUp = async () => {
-          await caughtUp()
+          // Stopped mid-build: the new generation is not complete, and is not published.
+          if (!(await caughtUp())) return
           publishGeneration(config.dataDir, generation.name)
           for (const db of previousFiles.values()) db.close()
           previousFiles.clear()
@@ -217,6 +222,8 @@ export function createProjector(deps: ProjectorDeps): Projector {
     },
 
     async stop() {
+      // First: a Kafka batch waiting for the catch-up build would hold up the consumer's stop.
+      applier?.stopBuilding()
       await source?.stop()
       await admin?.close()
       applier?.close()

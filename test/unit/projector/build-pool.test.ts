@@ -37,13 +37,14 @@ function documents(organizationsDir: string): Record<string, unknown[]> {
   return out
 }
 
-async function load(documentBuildWorkers: number) {
+/** An applier that has loaded `records` (unless `dataDir` holds them already), not caught up. */
+function load(documentBuildWorkers: number, dataDir?: string) {
   const logs: Array<{ msg: string }> = []
   const logger = pino(
     { level: 'info' },
     { write: (line: string) => void logs.push(JSON.parse(line) as { msg: string }) },
   )
-  const { applier, generation } = testApplier(
+  const loaded = testApplier(
     {
       logger,
       offsetGuard: false,
@@ -51,11 +52,14 @@ async function load(documentBuildWorkers: number) {
       documentBuildWorkers,
       clock: () => new Date('2026-11-22T10:00:00.000Z'),
     },
-    undefined,
+    dataDir,
     (made) => dirs.push(made),
   )
-  for (let i = 0; i < records.length; i += 500) applier.applyBatch(records.slice(i, i + 500))
-  return { applier, organizationsDir: generation.organizationsDir, logs }
+  const { applier, generation } = loaded
+  if (dataDir === undefined) {
+    for (let i = 0; i < records.length; i += 500) applier.applyBatch(records.slice(i, i + 500))
+  }
+  return { applier, organizationsDir: generation.organizationsDir, dataDir: loaded.dataDir, logs }
 }
 
 describe('shareJobs', () => {
@@ -76,11 +80,11 @@ describe('shareJobs', () => {
 
 describe('building documents on worker threads', () => {
   it('writes byte for byte what the projector thread writes, for every organization', async () => {
-    const here = await load(0)
+    const here = load(0)
     const hereStats = await here.applier.markCaughtUp()
     here.applier.close()
 
-    const there = await load(1)
+    const there = load(1)
     const thereStats = await there.applier.markCaughtUp()
     there.applier.close()
 
@@ -95,8 +99,31 @@ describe('building documents on worker threads', () => {
     expect(built).toEqual(documents(here.organizationsDir))
   }, 60_000)
 
+  it('stops the workers when stopped mid-build; the next start builds what a whole build does', async () => {
+    const whole = load(0)
+    await whole.applier.markCaughtUp()
+    whole.applier.close()
+
+    const stopped = load(1)
+    const building = stopped.applier.markCaughtUp()
+    // As the projector stops: the build first (a Kafka batch may be waiting on it), then files.
+    stopped.applier.stopBuilding()
+    await building
+    expect(stopped.applier.caughtUp).toBe(false)
+    expect(stopped.applier.control.caughtUpAt()).toBeUndefined()
+    stopped.applier.close()
+    // Stopped before any worker could start: nothing was built, nothing half-built.
+    expect(Object.values(documents(stopped.organizationsDir)).flat()).toEqual([])
+    const resumed = load(1, stopped.dataDir)
+    await resumed.applier.markCaughtUp()
+    expect(resumed.applier.caughtUp).toBe(true)
+    expect(resumed.applier.control.caughtUpAt()).toBeDefined()
+    resumed.applier.close()
+    expect(documents(resumed.organizationsDir)).toEqual(documents(whole.organizationsDir))
+  }, 60_000)
+
   it('refuses a batch while the workers write, and is live once they are done', async () => {
-    const { applier } = await load(2)
+    const { applier } = load(2)
     const caughtUp = applier.markCaughtUp()
     expect(applier.buildInProgress()).toBeDefined()
     expect(() => applier.applyBatch(records.slice(0, 1))).toThrow(/worker threads/)
