@@ -181,7 +181,7 @@ export function createApplier(options: ApplierOptions): Applier {
       if (stopping()) return { organizationId: job.organizationId, error: 'stopped' }
       const started = process.hrtime.bigint()
       const file = organizationFile(job.organizationId)
-      // The share it would get as the only open file is the workers' too: the share of all.
+      // Sized like the workers' files: opened alone, it would be given the whole budget.
       file.setCacheKiB(job.cacheKiB)
       const stats = file.buildDocuments(new Date(job.now))
       file.boundWal(job.walCheckpointBytes)
