@@ -5,7 +5,12 @@ import { readdirSync, statSync } from 'node:fs'
 import type { Logger } from 'pino'
 import type { ControlTable, OrganizationTable, TenantTable } from '../schema/events.ts'
 import type { Generation } from '../src/layout.ts'
-import { buildInParallel, type BuildJob, type BuildResult } from './build-pool.ts'
+import {
+  buildInParallel,
+  type BuildJob,
+  type BuildResult,
+  type BuiltOrganization,
+} from './build-pool.ts'
 import { cacheShares, MIN_CACHE_KIB } from './cache-budget.ts'
 import { openControlFile, type ControlEvent, type ControlFile } from './control-file.ts'
 import { decodeRecord, type BadEventReason, type RowChange, type SourceRecord } from './decode.ts'
@@ -131,8 +136,7 @@ export function createApplier(options: ApplierOptions): Applier {
     const prior = options.priorStamp
     file = openOrganizationFile(organizationId, generation.organizationPath(organizationId), {
       offsetGuard: options.offsetGuard,
-      deferDocuments:
-        options.deferDocumentsUntilCaughtUp === true && control.caughtUpAt() === undefined,
+      deferDocuments: options.deferDocumentsUntilCaughtUp === true && !caughtUp,
       ...(prior === undefined ? {} : { priorStamp: (k, id, h) => prior(organizationId, k, id, h) }),
     })
     files.set(organizationId, file)
@@ -179,14 +183,8 @@ export function createApplier(options: ApplierOptions): Applier {
     }
     const here = (job: BuildJob): BuildResult => {
       if (stopping()) return { organizationId: job.organizationId, error: 'stopped' }
-      const started = process.hrtime.bigint()
-      const file = organizationFile(job.organizationId)
       // Sized like the workers' files: opened alone, it would be given the whole budget.
-      file.setCacheKiB(job.cacheKiB)
-      const stats = file.buildDocuments(new Date(job.now))
-      file.boundWal(job.walCheckpointBytes)
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9
-      return { organizationId: job.organizationId, stats, seconds }
+      return buildHere(job.organizationId, new Date(job.now), job.cacheKiB)
     }
     await buildInParallel(jobs, { workers, here, signal: stopBuilds.signal }, (result) => {
       // Stopped meanwhile: the build goes on at the next start (caught_up_at is not set).
@@ -198,16 +196,31 @@ export function createApplier(options: ApplierOptions): Applier {
         )
         return
       }
-      addDocumentStats(built, result.stats)
-      logger.info(
-        {
-          organizationId: result.organizationId,
-          documents: result.stats.rewritten,
-          seconds: result.seconds,
-        },
-        'built the documents of an organization loaded in bulk',
-      )
+      reportBuilt(result, built)
     })
+  }
+
+  /** Builds one organization's deferred documents on this thread. */
+  function buildHere(organizationId: string, now: Date, cacheKiB?: number): BuiltOrganization {
+    const started = process.hrtime.bigint()
+    const file = organizationFile(organizationId)
+    if (cacheKiB !== undefined) file.setCacheKiB(cacheKiB)
+    const stats = file.buildDocuments(now)
+    file.boundWal(options.walCheckpointBytes)
+    return { organizationId, stats, seconds: Number(process.hrtime.bigint() - started) / 1e9 }
+  }
+
+  /** Counts and logs one organization's build, wherever it ran. */
+  function reportBuilt(result: BuiltOrganization, built: RefreshStats): void {
+    addDocumentStats(built, result.stats)
+    logger.info(
+      {
+        organizationId: result.organizationId,
+        documents: result.stats.rewritten,
+        seconds: result.seconds,
+      },
+      'built the documents of an organization loaded in bulk',
+    )
   }
 
   return {
@@ -322,8 +335,7 @@ export function createApplier(options: ApplierOptions): Applier {
 
     async markCaughtUp() {
       const built: RefreshStats = { rewritten: 0, unchanged: 0, removed: 0 }
-      if (control.caughtUpAt() !== undefined) return built
-      if (stopping()) return built
+      if (caughtUp || stopping()) return built
       const workers = options.documentBuildWorkers ?? 0
       if (workers > 0) {
         buildOnThreads = buildInParallelLanes(workers, built)
@@ -340,20 +352,8 @@ export function createApplier(options: ApplierOptions): Applier {
       for (let buildingAny = true; buildingAny;) {
         buildingAny = false
         for (const organizationId of knownOrganizations()) {
-          const file = organizationFile(organizationId)
-          if (file.documentsLive) continue
-          const started = process.hrtime.bigint()
-          const stats = file.buildDocuments(clock())
-          file.boundWal(options.walCheckpointBytes)
-          addDocumentStats(built, stats)
-          logger.info(
-            {
-              organizationId,
-              documents: stats.rewritten,
-              seconds: Number(process.hrtime.bigint() - started) / 1e9,
-            },
-            'built the documents of an organization loaded in bulk',
-          )
+          if (organizationFile(organizationId).documentsLive) continue
+          reportBuilt(buildHere(organizationId, clock()), built)
           buildingAny = true
           await new Promise((resolve) => setImmediate(resolve))
           // Stopped meanwhile: the build goes on at the next start (caught_up_at is not set).

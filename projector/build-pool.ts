@@ -35,9 +35,15 @@ export interface BuildJob {
   walCheckpointBytes: number
 }
 
-export type BuildResult =
-  | { organizationId: string; stats: RefreshStats; seconds: number; error?: undefined }
-  | { organizationId: string; error: string }
+/** An organization whose documents were built. */
+export interface BuiltOrganization {
+  organizationId: string
+  stats: RefreshStats
+  seconds: number
+  error?: undefined
+}
+
+export type BuildResult = BuiltOrganization | { organizationId: string; error: string }
 
 /**
  * Splits jobs into `lanes` lists of about equal work (largest file first, each to the lightest
@@ -124,6 +130,7 @@ function onWorker(
   })
 }
 
-function messageOf(error: unknown): string {
+/** What of an error crosses threads and reaches the logs: its message, never its stack. */
+export function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error)
 }

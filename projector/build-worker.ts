@@ -5,7 +5,7 @@ import Database from 'better-sqlite3'
 import { existsSync } from 'node:fs'
 import { parentPort } from 'node:worker_threads'
 import { priorStampsFrom } from './documents/prior-stamps.ts'
-import type { BuildJob, BuildResult } from './build-pool.ts'
+import { messageOf, type BuildJob, type BuildResult } from './build-pool.ts'
 import { openOrganizationFile } from './organization-file.ts'
 
 function build(job: BuildJob): BuildResult {
@@ -42,11 +42,7 @@ parentPort?.on('message', (job: BuildJob) => {
   try {
     result = build(job)
   } catch (error) {
-    // Only the message crosses: a stack stays out of the logs (src/log.ts).
-    result = {
-      organizationId: job.organizationId,
-      error: error instanceof Error ? error.message : String(error),
-    }
+    result = { organizationId: job.organizationId, error: messageOf(error) }
   }
   parentPort?.postMessage(result)
 })

@@ -3,7 +3,7 @@
 // its key reach the right file, and the replica's readiness.
 import * as tables from '../schema/control-db.ts'
 import type { ControlTable, TenantTable } from '../schema/events.ts'
-import { openForWriting, type SqliteDatabase } from '../src/sqlite.ts'
+import { openForWriting, setCacheKiB, type SqliteDatabase } from '../src/sqlite.ts'
 import type { RowChange } from './decode.ts'
 import { createMirror, type MirrorChange } from './mirror.ts'
 import type { Origin, Tally } from './organization-file.ts'
@@ -142,7 +142,7 @@ export function openControlFile(path: string): ControlFile {
     consumerGroup: () => getState.get('consumer_group')?.value,
     recordConsumerGroup: (groupId) => void putStateOnce.run('consumer_group', groupId),
     boundWal: (maxBytes) => boundWal(db, path, maxBytes),
-    setCacheKiB: (kib) => void db.pragma(`cache_size = ${-Math.floor(kib)}`),
+    setCacheKiB: (kib) => setCacheKiB(db, kib),
     close() {
       db.close()
     },

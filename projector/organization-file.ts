@@ -2,7 +2,7 @@
 // them, and the Kafka offsets applied, all committed in one transaction per batch.
 import * as tables from '../schema/organization-db.ts'
 import type { OrganizationTable } from '../schema/events.ts'
-import { openForWriting, type SqliteDatabase } from '../src/sqlite.ts'
+import { openForWriting, setCacheKiB, type SqliteDatabase } from '../src/sqlite.ts'
 import type { RowChange } from './decode.ts'
 import {
   createDocumentRefresher,
@@ -199,7 +199,7 @@ export function openOrganizationFile(
       }
     },
     boundWal: (maxBytes) => boundWal(db, path, maxBytes),
-    setCacheKiB: (kib) => void db.pragma(`cache_size = ${-Math.floor(kib)}`),
+    setCacheKiB: (kib) => setCacheKiB(db, kib),
     close() {
       db.close()
     },

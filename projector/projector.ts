@@ -84,7 +84,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
       clock,
       ...(priorStamp === undefined ? {} : { priorStamp, previousGeneration: previous }),
     })
-    ready = applier.control.caughtUpAt() !== undefined
+    ready = applier.caughtUp
     metrics.setCaughtUp(ready)
     return applier
   }

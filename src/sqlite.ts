@@ -29,6 +29,11 @@ export function openForWriting(path: string, kind: keyof typeof migrations): Sql
   return db
 }
 
+/** Sizes a connection's SQLite page cache, in KiB (the projector's budget: cache-budget.ts). */
+export function setCacheKiB(db: SqliteDatabase, kib: number): void {
+  db.pragma(`cache_size = ${-Math.floor(kib)}`)
+}
+
 /** A reader's connection (the api): read-only, never creates the file. */
 export function openForReading(path: string): SqliteDatabase {
   const db = new Database(path, { readonly: true, fileMustExist: true })
