@@ -3,7 +3,7 @@
 // after it returns, so every effect is in a committed file before its offset is.
 import { readdirSync, statSync } from 'node:fs'
 import type { Logger } from 'pino'
-import type { ControlTable, OrganizationTable, TenantTable } from '../schema/events.ts'
+import type { ControlTable, OrganizationTable } from '../schema/events.ts'
 import type { Generation } from '../src/layout.ts'
 import {
   buildInParallel,
@@ -255,7 +255,6 @@ export function createApplier(options: ApplierOptions): Applier {
       // Routes are written as they are decided, in one control.db transaction with the control
       // events, committed before any organization file: if a crash follows, redelivery re-routes
       // idempotently and applies the rest.
-      const routeOf = (table: TenantTable, id: string) => control.routeOf(table, id)
       const decodeAndRoute = () => {
         for (const record of records) {
           const decoded = decodeRecord(record, topicPrefix)
@@ -294,7 +293,7 @@ export function createApplier(options: ApplierOptions): Applier {
             continue
           }
           if (orgChange.kind === 'delete') {
-            const organizationId = routeOf(orgChange.table, orgChange.id)
+            const organizationId = control.routeOf(orgChange.table, orgChange.id)
             // A delete of a row this replica never saw (compacted away, or older than the topics'
             // retention) has nothing to remove.
             if (organizationId === undefined) count(orgChange.table, 'absent')

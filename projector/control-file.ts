@@ -2,7 +2,7 @@
 // every request), the routing index (source row -> organization) that lets a delete carrying only
 // its key reach the right file, and the replica's readiness.
 import * as tables from '../schema/control-db.ts'
-import type { ControlTable, TenantTable } from '../schema/events.ts'
+import type { ControlTable, OrganizationTable } from '../schema/events.ts'
 import { openForWriting, setCacheKiB, type SqliteDatabase } from '../src/sqlite.ts'
 import type { RowChange } from './decode.ts'
 import { createMirror, type MirrorChange } from './mirror.ts'
@@ -15,7 +15,7 @@ export interface ControlEvent {
 }
 
 export interface ControlFile {
-  routeOf(table: TenantTable, id: string): string | undefined
+  routeOf(table: OrganizationTable, id: string): string | undefined
   /**
    * Runs `work` in one transaction of control.db: a batch's routes (`route`) and control events
    * (`applyEvents`) commit together, before any organization file.
@@ -25,7 +25,7 @@ export interface ControlFile {
    * Routes a row to `organizationId` (inside `transaction`). Returns the organization it was
    * routed to before if that was another one (the row moved), else undefined.
    */
-  route(table: TenantTable, id: string, organizationId: string): string | undefined
+  route(table: OrganizationTable, id: string, organizationId: string): string | undefined
   /**
    * Applies the control tables' changes (inside `transaction`). Returns the organizations whose
    * rows changed, so their files can be created.
@@ -51,17 +51,21 @@ export interface ControlFile {
 export function openControlFile(path: string): ControlFile {
   const db = openForWriting(path, 'control')
   const mirror = createMirror(db, { organizations: tables.organizations, api_keys: tables.apiKeys })
-  const getRoute = db.prepare<[string, string], { organization_id: string }>(
-    'SELECT organization_id FROM row_routes WHERE source_table = ? AND id = ?',
+  // Routes store a row's uuid as its 16 bytes, its table and organization as small integers
+  // (schema/control-db.ts): the conversions are SQL's, so statements take the uuid as text.
+  const getRoute = db.prepare<[string, number], number>(
+    `SELECT organization FROM routes WHERE id = unhex(replace(?, '-', '')) AND source_table = ?`,
   )
-  const addRoute = db.prepare<[string, string, string]>(
-    `INSERT INTO row_routes (source_table, id, organization_id) VALUES (?, ?, ?)
-     ON CONFLICT (source_table, id) DO NOTHING`,
+  const addRoute = db.prepare<[string, number, number]>(
+    `INSERT INTO routes (id, source_table, organization) VALUES (unhex(replace(?, '-', '')), ?, ?)
+     ON CONFLICT (id, source_table) DO NOTHING`,
   )
-  const putRoute = db.prepare<[string, string, string]>(
-    `INSERT INTO row_routes (source_table, id, organization_id) VALUES (?, ?, ?)
-     ON CONFLICT (source_table, id) DO UPDATE SET organization_id = excluded.organization_id`,
+  const putRoute = db.prepare<[string, number, number]>(
+    `INSERT INTO routes (id, source_table, organization) VALUES (unhex(replace(?, '-', '')), ?, ?)
+     ON CONFLICT (id, source_table) DO UPDATE SET organization = excluded.organization`,
   )
+  getRoute.pluck()
+  const organizationCodes = createOrganizationCodes(db)
   const readOffsets = db.prepare<[], { topic: string; partition: number; offset: number }>(
     'SELECT topic, partition, offset FROM applied_offsets',
   )
@@ -116,23 +120,29 @@ export function openControlFile(path: string): ControlFile {
 
   return {
     db,
-    routeOf: (table, id) => getRoute.get(table, id)?.organization_id,
+    routeOf(table, id) {
+      const code = getRoute.get(id, ROUTED_TABLES[table])
+      return code === undefined ? undefined : organizationCodes.idOf(code)
+    },
     transaction(work) {
       try {
         return inTransaction(work) as ReturnType<typeof work>
       } catch (error) {
-        // Rolled back: forget the offsets it would have recorded.
+        // Rolled back: forget the offsets it would have recorded, and the codes it gave.
         loadOffsets()
+        organizationCodes.reload()
         throw error
       }
     },
     route(table, id, organizationId) {
+      const tableCode = ROUTED_TABLES[table]
+      const organization = organizationCodes.codeOf(organizationId)
       // A new row (most of a snapshot) is one insert; only a known row is looked up.
-      if (addRoute.run(table, id, organizationId).changes > 0) return undefined
-      const routed = getRoute.get(table, id)?.organization_id
-      if (routed === organizationId) return undefined
-      putRoute.run(table, id, organizationId)
-      return routed
+      if (addRoute.run(id, tableCode, organization).changes > 0) return undefined
+      const routed = getRoute.get(id, tableCode)
+      if (routed === organization || routed === undefined) return undefined
+      putRoute.run(id, tableCode, organization)
+      return organizationCodes.idOf(routed)
     },
     applyEvents,
     markCaughtUp(now) {
@@ -145,6 +155,65 @@ export function openControlFile(path: string): ControlFile {
     setCacheKiB: (kib) => setCacheKiB(db, kib),
     close() {
       db.close()
+    },
+  }
+}
+
+/**
+ * The code `routes` stores for each organization table. Stored in every control.db (and in
+ * migration 0001): a code is never changed or reused; a new table takes the next one.
+ */
+export const ROUTED_TABLES: Readonly<Record<OrganizationTable, number>> = {
+  providers: 1,
+  provider_identifiers: 2,
+  provider_groups: 3,
+  group_memberships: 4,
+  service_locations: 5,
+  group_identifiers: 6,
+  enrollments: 7,
+  enrollment_requirements: 8,
+  enrollment_lines_of_business: 9,
+  enrollment_location_participations: 10,
+  group_enrollments: 11,
+  group_enrollment_lines_of_business: 12,
+  documents: 13,
+}
+
+/** Organizations' small integers for `routes`, held in memory (one per organization). */
+function createOrganizationCodes(db: SqliteDatabase) {
+  const readAll = db.prepare<[], { organization: number; organization_id: string }>(
+    'SELECT organization, organization_id FROM route_organizations',
+  )
+  const insert = db.prepare<[string], { organization: number }>(
+    'INSERT INTO route_organizations (organization_id) VALUES (?) RETURNING organization',
+  )
+  const codes = new Map<string, number>()
+  const ids = new Map<number, string>()
+  const reload = () => {
+    codes.clear()
+    ids.clear()
+    for (const row of readAll.all()) {
+      codes.set(row.organization_id, row.organization)
+      ids.set(row.organization, row.organization_id)
+    }
+  }
+  reload()
+  return {
+    reload,
+    /** The organization's code, given one (inside the routes' transaction) if it has none. */
+    codeOf(organizationId: string): number {
+      let code = codes.get(organizationId)
+      if (code === undefined) {
+        code = insert.get(organizationId)!.organization
+        codes.set(organizationId, code)
+        ids.set(code, organizationId)
+      }
+      return code
+    },
+    idOf(code: number): string {
+      const id = ids.get(code)
+      if (id === undefined) throw new Error(`route to unknown organization code ${code}`)
+      return id
     },
   }
 }
