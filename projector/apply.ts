@@ -35,6 +35,12 @@ export interface BatchOutcome {
   /** Latest `source.ts_ms` among applied changes: the source commit time now visible. */
   latestCommittedAtMs: number | undefined
   skipped: number
+  /**
+   * Whether every batch applied so far is committed. False while an initial load holds its
+   * transactions open across batches (`loadCommitEvents`): a source commits its own position only
+   * once a batch says true, or after `commit()`.
+   */
+  committed: boolean
 }
 
 export interface ApplierOptions {
@@ -49,6 +55,13 @@ export interface ApplierOptions {
    * rows only and their documents are built once, by `markCaughtUp` (organization-file.ts).
    */
   deferDocumentsUntilCaughtUp?: boolean
+  /**
+   * While documents are deferred, the files' transactions stay open across batches until this
+   * many events (then all commit together, or on `commit()`): each commit writes every page its
+   * transaction touched, and the random keys of a load touch a page per row, so per-batch commits
+   * wrote several times the data. 0 or absent: a commit per batch.
+   */
+  loadCommitEvents?: number
   maxOpenFiles?: number
   /** SQLite page cache shared by control.db and the open organization files (cache-budget.ts). */
   cacheBudgetBytes?: number
@@ -70,6 +83,8 @@ export interface ApplierOptions {
 
 export interface Applier {
   applyBatch(records: readonly SourceRecord[]): BatchOutcome
+  /** Commits what an initial load holds open (`loadCommitEvents`); nothing otherwise. */
+  commit(): void
   /**
    * Records that the replica has caught up with its source, so the api serves it: first builds
    * the documents still deferred, organization by organization, yielding between them (a Kafka
@@ -109,6 +124,10 @@ export function createApplier(options: ApplierOptions): Applier {
   const stopBuilds = new AbortController()
   const stopping = () => closed || stopBuilds.signal.aborted
   let caughtUp = control.caughtUpAt() !== undefined
+  /** Events applied in the transactions held open since the last commit (initial load). */
+  let uncommittedEvents = 0
+  const holdsTransactions = () =>
+    (options.loadCommitEvents ?? 0) > 0 && options.deferDocumentsUntilCaughtUp === true && !caughtUp
   if (options.cacheBudgetBytes !== undefined) {
     control.setCacheKiB(cacheShares(options.cacheBudgetBytes, 1).controlKiB)
   }
@@ -223,8 +242,29 @@ export function createApplier(options: ApplierOptions): Applier {
     )
   }
 
+  /** Commits every held transaction, then bounds the files' WALs. */
+  function commitAll(): void {
+    for (const file of files.values()) {
+      if (!file.inTransaction) continue
+      file.commit()
+      file.boundWal(options.walCheckpointBytes)
+    }
+    control.commit()
+    control.boundWal(options.walCheckpointBytes)
+    uncommittedEvents = 0
+  }
+
+  /** After a failure: every held transaction rolls back (the source redelivers from its position). */
+  function rollbackAll(): void {
+    for (const file of files.values()) file.rollback()
+    control.rollback()
+    uncommittedEvents = 0
+  }
+
   return {
     control,
+
+    commit: commitAll,
 
     buildInProgress: () => buildOnThreads,
 
@@ -238,6 +278,7 @@ export function createApplier(options: ApplierOptions): Applier {
         documents: { rewritten: 0, unchanged: 0, removed: 0 },
         latestCommittedAtMs: undefined,
         skipped: 0,
+        committed: true,
       }
       const count = (table: string, what: string) => {
         let byOutcome = outcome.events.get(table)
@@ -316,25 +357,43 @@ export function createApplier(options: ApplierOptions): Applier {
         }
         return control.applyEvents(controlEvents, options.offsetGuard, count)
       }
-      const controlResult = control.transaction(decodeAndRoute)
-      for (const organizationId of controlResult.organizations) organizationFile(organizationId)
+      const holding = holdsTransactions()
+      try {
+        if (holding) control.begin()
+        const controlResult = control.transaction(decodeAndRoute)
+        for (const organizationId of controlResult.organizations) organizationFile(organizationId)
 
-      const now = clock()
-      for (const [organizationId, events] of byOrganization) {
-        const file = organizationFile(organizationId)
-        const result = file.apply(events, now, count)
-        addDocumentStats(outcome.documents, result.documents)
-        if (file.boundWal(options.walCheckpointBytes)) {
-          logger.debug({ organizationId }, 'checkpointed organization file WAL')
+        const now = clock()
+        for (const [organizationId, events] of byOrganization) {
+          const file = organizationFile(organizationId)
+          if (holding) file.begin()
+          const result = file.apply(events, now, count)
+          addDocumentStats(outcome.documents, result.documents)
+          if (file.boundWal(options.walCheckpointBytes)) {
+            logger.debug({ organizationId }, 'checkpointed organization file WAL')
+          }
         }
+      } catch (error) {
+        if (holding) rollbackAll()
+        throw error
       }
-      control.boundWal(options.walCheckpointBytes)
+      if (holding) {
+        uncommittedEvents += records.length
+        if (uncommittedEvents < options.loadCommitEvents!) outcome.committed = false
+        else commitAll()
+      } else control.boundWal(options.walCheckpointBytes)
       return outcome
     },
 
     async markCaughtUp() {
       const built: RefreshStats = { rewritten: 0, unchanged: 0, removed: 0 }
       if (caughtUp || stopping()) return built
+      // The build reads (and on workers, opens) the files: what the load holds open goes first.
+      commitAll()
+      // The build never reads control.db: its pages (the routes the load wrote) make room for the
+      // build's, which is where the load's memory peaks. Its share comes back once built.
+      control.setCacheKiB(MIN_CACHE_KIB)
+      control.db.pragma('shrink_memory')
       const workers = options.documentBuildWorkers ?? 0
       if (workers > 0) {
         buildOnThreads = buildInParallelLanes(workers, built)
@@ -361,6 +420,9 @@ export function createApplier(options: ApplierOptions): Applier {
       }
       control.markCaughtUp(clock())
       caughtUp = true
+      if (options.cacheBudgetBytes !== undefined) {
+        control.setCacheKiB(cacheShares(options.cacheBudgetBytes, 1).controlKiB)
+      }
       logger.info('replica caught up with its source: the api now serves it')
       return built
     },

@@ -22,6 +22,15 @@ export interface ControlFile {
    */
   transaction<T>(work: () => T): T
   /**
+   * Opens a transaction that `transaction` calls join (each as a savepoint) until `commit`: an
+   * initial load commits every few batches, not every batch (see apply.ts).
+   */
+  begin(): void
+  /** Commits the transaction `begin` opened; nothing if none is open. */
+  commit(): void
+  /** Rolls back the transaction `begin` opened, and what this handle remembers of it. */
+  rollback(): void
+  /**
    * Routes a row to `organizationId` (inside `transaction`). Returns the organization it was
    * routed to before if that was another one (the row moved), else undefined.
    */
@@ -128,11 +137,22 @@ export function openControlFile(path: string): ControlFile {
       try {
         return inTransaction(work) as ReturnType<typeof work>
       } catch (error) {
-        // Rolled back: forget the offsets it would have recorded, and the codes it gave.
-        loadOffsets()
-        organizationCodes.reload()
+        // Rolled back (to its savepoint, within `begin`'s transaction): forget the offsets it
+        // would have recorded, and the codes it gave.
+        forgetUncommitted()
         throw error
       }
+    },
+    begin() {
+      if (!db.inTransaction) db.exec('BEGIN')
+    },
+    commit() {
+      if (db.inTransaction) db.exec('COMMIT')
+    },
+    rollback() {
+      if (!db.inTransaction) return
+      db.exec('ROLLBACK')
+      forgetUncommitted()
     },
     route(table, id, organizationId) {
       const tableCode = ROUTED_TABLES[table]
@@ -151,11 +171,18 @@ export function openControlFile(path: string): ControlFile {
     caughtUpAt: () => getState.get('caught_up_at')?.value,
     consumerGroup: () => getState.get('consumer_group')?.value,
     recordConsumerGroup: (groupId) => void putStateOnce.run('consumer_group', groupId),
-    boundWal: (maxBytes) => boundWal(db, path, maxBytes),
+    // A checkpoint waits for the transaction `begin` opened to commit.
+    boundWal: (maxBytes) => !db.inTransaction && boundWal(db, path, maxBytes),
     setCacheKiB: (kib) => setCacheKiB(db, kib),
     close() {
+      if (db.inTransaction) db.exec('COMMIT')
       db.close()
     },
+  }
+
+  function forgetUncommitted(): void {
+    loadOffsets()
+    organizationCodes.reload()
   }
 }
 

@@ -75,10 +75,22 @@ export interface OrganizationFile {
    * from then on keeps them up to date batch by batch.
    */
   buildDocuments(now: Date): RefreshStats
+  /**
+   * Opens a transaction that `apply` calls join (each as a savepoint) until `commit`: an initial
+   * load commits every few batches, not every batch (see apply.ts).
+   */
+  begin(): void
+  /** Commits the transaction `begin` opened; nothing if none is open. */
+  commit(): void
+  /** Rolls back the transaction `begin` opened, and what this handle remembers of it. */
+  rollback(): void
+  /** Whether a transaction opened by `begin` is open. */
+  readonly inTransaction: boolean
   /** Checkpoints the WAL back to zero when it has grown past `maxBytes`; true if it did. */
   boundWal(maxBytes: number): boolean
   /** Sizes the file's SQLite page cache. */
   setCacheKiB(kib: number): void
+  /** Closes the file, committing a transaction `begin` opened. */
   close(): void
 }
 
@@ -190,18 +202,39 @@ export function openOrganizationFile(
       try {
         return applyInTransaction(events, now, tally)
       } catch (error) {
-        // The transaction rolled back: forget the offsets it would have recorded.
-        appliedOffsets.clear()
-        for (const row of readOffsets.all())
-          appliedOffsets.set(`${row.topic}\u0000${row.partition}`, row.offset)
-        lastStamp = readMeta.get('last_stamp')?.value
+        // Rolled back (to its savepoint, within `begin`'s transaction): forget what it recorded.
+        forgetUncommitted()
         throw error
       }
     },
-    boundWal: (maxBytes) => boundWal(db, path, maxBytes),
+    begin() {
+      if (!db.inTransaction) db.exec('BEGIN')
+    },
+    commit() {
+      if (db.inTransaction) db.exec('COMMIT')
+    },
+    rollback() {
+      if (!db.inTransaction) return
+      db.exec('ROLLBACK')
+      forgetUncommitted()
+    },
+    get inTransaction() {
+      return db.inTransaction
+    },
+    // A checkpoint waits for the transaction `begin` opened to commit.
+    boundWal: (maxBytes) => !db.inTransaction && boundWal(db, path, maxBytes),
     setCacheKiB: (kib) => setCacheKiB(db, kib),
     close() {
+      if (db.inTransaction) db.exec('COMMIT')
       db.close()
     },
+  }
+
+  /** What this handle remembers of the file, read back after a rollback. */
+  function forgetUncommitted(): void {
+    appliedOffsets.clear()
+    for (const row of readOffsets.all())
+      appliedOffsets.set(`${row.topic}\u0000${row.partition}`, row.offset)
+    lastStamp = readMeta.get('last_stamp')?.value
   }
 }

@@ -58,6 +58,13 @@ export interface Projector {
   adminAddress(): string | undefined
 }
 
+/**
+ * An initial load commits its files every this many events rather than every batch (apply.ts).
+ * The page caches bound what a longer transaction holds in memory (SQLite spills the rest to the
+ * WAL); what it costs is redelivery: a crash replays up to this many events, harmlessly.
+ */
+const LOAD_COMMIT_EVENTS = 50_000
+
 export function createProjector(deps: ProjectorDeps): Projector {
   const { config, logger } = deps
   const clock = deps.clock ?? (() => new Date())
@@ -78,6 +85,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
       offsetGuard,
       walCheckpointBytes: config.walCheckpointBytes,
       deferDocumentsUntilCaughtUp: true,
+      loadCommitEvents: LOAD_COMMIT_EVENTS,
       maxOpenFiles: config.openFilesMax,
       cacheBudgetBytes: config.sqliteCacheBytes,
       documentBuildWorkers: config.documentBuildWorkers,

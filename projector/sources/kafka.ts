@@ -62,6 +62,19 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   let caughtUp = false
   let lagChecking = false
   let lagCheckAgain = false
+  /** Offsets of batches applied, by partition, not committed to Kafka yet (their files may not be). */
+  const uncommitted = new Map<string, { topic: string; partition: number; offset: string }>()
+  let lastCommitAt = Date.now()
+
+  /** Commits the files, then the offsets of every batch applied so far. */
+  async function commitApplied(): Promise<void> {
+    applier.commit()
+    lastCommitAt = Date.now()
+    if (uncommitted.size === 0 || consumer === undefined) return
+    const offsets = [...uncommitted.values()]
+    uncommitted.clear()
+    await consumer.commitOffsets(offsets)
+  }
 
   async function connect(): Promise<void> {
     admin = kafka.admin()
@@ -161,13 +174,22 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
         }
         const last = batch.lastOffset()
         payload.resolveOffset(last)
-        await consumer!.commitOffsets([
-          {
-            topic: batch.topic,
-            partition: batch.partition,
-            offset: (BigInt(last) + 1n).toString(),
-          },
-        ])
+        uncommitted.set(`${batch.topic}\u0000${batch.partition}`, {
+          topic: batch.topic,
+          partition: batch.partition,
+          offset: (BigInt(last) + 1n).toString(),
+        })
+        // An initial load holds its files' transactions over several batches (apply.ts): their
+        // offsets wait for the commit. A partition at its end, a stop, or a few seconds commit
+        // now: the lag (and with it readiness) is measured from committed offsets.
+        if (
+          outcome.committed ||
+          batch.offsetLag() === '0' ||
+          !payload.isRunning() ||
+          Date.now() - lastCommitAt >= HOLD_MS
+        ) {
+          await commitApplied()
+        }
         await payload.heartbeat()
         options.onBatch(outcome, Number(process.hrtime.bigint() - started) / 1e9)
         // This partition is at its end: the replica may have caught up now, not at the next tick
@@ -252,11 +274,19 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     async stop() {
       stopping = true
       if (lagTimer !== undefined) clearTimeout(lagTimer)
+      // Offsets held back for the load's open transactions: committed while the group is joined
+      // (a batch in hand when the consumer stops commits its own: `!isRunning()` above).
+      await commitApplied().catch((error: unknown) =>
+        logger.warn({ err: error }, 'could not commit applied offsets while stopping'),
+      )
       // kafkajs's disconnect waits for the batch in hand, which commits before it returns.
       await disconnectAll()
     },
   }
 }
+
+/** The longest an initial load holds applied batches uncommitted (with their offsets). */
+const HOLD_MS = 5_000
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms))

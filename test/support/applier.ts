@@ -19,7 +19,11 @@ export interface TestApplier {
 export function testApplier(
   options: Pick<
     ApplierOptions,
-    'offsetGuard' | 'clock' | 'deferDocumentsUntilCaughtUp' | 'documentBuildWorkers'
+    | 'offsetGuard'
+    | 'clock'
+    | 'deferDocumentsUntilCaughtUp'
+    | 'documentBuildWorkers'
+    | 'loadCommitEvents'
   > & { logger?: ApplierOptions['logger'] },
   dataDir?: string,
   made?: (dir: string) => void,

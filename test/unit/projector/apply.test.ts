@@ -115,4 +115,90 @@ describe('applyBatch', () => {
     expect(await applier.markCaughtUp()).toEqual({ rewritten: 0, unchanged: 0, removed: 0 })
     applier.close()
   })
+
+  describe('an initial load holding its transactions over batches', () => {
+    function loading() {
+      const made = testApplier(
+        {
+          offsetGuard: true,
+          deferDocumentsUntilCaughtUp: true,
+          loadCommitEvents: 3,
+          clock: () => new Date('2026-11-22T10:00:00.000Z'),
+        },
+        undefined,
+        (dir) => dirs.push(dir),
+      )
+      /** Mirror rows another connection sees: what is committed. */
+      const committedProviders = (organizationId: string): string[] => {
+        const db = new Database(made.generation.organizationPath(organizationId), {
+          readonly: true,
+        })
+        try {
+          return db.prepare('SELECT id FROM providers ORDER BY id').pluck().all() as string[]
+        } finally {
+          db.close()
+        }
+      }
+      const committedRoutes = (): number => {
+        const db = new Database(made.generation.controlPath, { readonly: true })
+        try {
+          return db.prepare('SELECT count(*) FROM routes').pluck().get() as number
+        } finally {
+          db.close()
+        }
+      }
+      return { ...made, committedProviders, committedRoutes }
+    }
+    const provider = (n: number, organizationId = ORG_A) =>
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(n), organizationId), lsn: n })
+
+    it('commits every file together once the batches reach the threshold, or when asked', () => {
+      const { applier, committedProviders, committedRoutes } = loading()
+      expect(applier.applyBatch([provider(1), provider(2, ORG_B)]).committed).toBe(false)
+      expect(committedProviders(ORG_A)).toEqual([])
+      expect(committedProviders(ORG_B)).toEqual([])
+      expect(committedRoutes()).toBe(0)
+
+      expect(applier.applyBatch([provider(3)]).committed).toBe(true)
+      expect(committedProviders(ORG_A)).toEqual([uuid(1), uuid(3)])
+      expect(committedProviders(ORG_B)).toEqual([uuid(2)])
+      expect(committedRoutes()).toBe(3)
+
+      expect(applier.applyBatch([provider(4)]).committed).toBe(false)
+      applier.commit()
+      expect(committedProviders(ORG_A)).toEqual([uuid(1), uuid(3), uuid(4)])
+      applier.close()
+    })
+
+    it('rolls back every batch held when one fails, and goes on from what was committed', () => {
+      const { applier, generation, committedProviders, committedRoutes } = loading()
+      applier.applyBatch([provider(1), provider(2), provider(3)])
+      // A write SQLite refuses, as a full disk would: a trigger on one row.
+      const db = new Database(generation.organizationPath(ORG_A))
+      db.exec(`CREATE TRIGGER refuse BEFORE INSERT ON providers WHEN NEW.id = '${uuid(6)}'
+               BEGIN SELECT RAISE(ABORT, 'refused'); END`)
+      db.close()
+      expect(applier.applyBatch([provider(4), provider(5, ORG_B)]).committed).toBe(false)
+      expect(() => applier.applyBatch([provider(7), provider(6)])).toThrow('refused')
+      applier.commit()
+      expect(committedProviders(ORG_A)).toEqual([uuid(1), uuid(2), uuid(3)])
+      expect(committedProviders(ORG_B)).toEqual([])
+      expect(committedRoutes()).toBe(3)
+
+      // Redelivered, the batches apply whole.
+      applier.applyBatch([provider(4), provider(5, ORG_B)])
+      applier.commit()
+      expect(committedProviders(ORG_A)).toEqual([uuid(1), uuid(2), uuid(3), uuid(4)])
+      expect(committedProviders(ORG_B)).toEqual([uuid(5)])
+      applier.close()
+    })
+
+    it('commits before building at catch-up, and from then on every batch', async () => {
+      const { applier } = loading()
+      expect(applier.applyBatch([provider(1)]).committed).toBe(false)
+      expect(await applier.markCaughtUp()).toEqual({ rewritten: 1, unchanged: 0, removed: 0 })
+      expect(applier.applyBatch([provider(2)]).committed).toBe(true)
+      applier.close()
+    })
+  })
 })
