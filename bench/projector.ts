@@ -261,10 +261,14 @@ async function main(): Promise<void> {
         const t0 = process.hrtime.bigint()
         await projector.startKafka()
         await waitCommitted(admin, 'bench-projector', topics, ends)
+        const committedSeconds = Number(process.hrtime.bigint() - t0) / 1e9
         // Committed is not yet served: an initial load builds its documents once it has caught
         // up, and only then is ready. The clock stops there.
         await waitReady(projector.adminAddress())
         const seconds = Number(process.hrtime.bigint() - t0) / 1e9
+        log(
+          `  all committed after ${committedSeconds.toFixed(1)} s, ready after ${seconds.toFixed(1)} s`,
+        )
         await projector.stop()
         projectorKafkaEventsPerSecond = Math.round(produced / seconds)
         log(
