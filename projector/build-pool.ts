@@ -105,7 +105,12 @@ function onWorker(
 ): Promise<void> {
   return new Promise((resolve) => {
     const pending = new Map(jobs.map((job) => [job.organizationId, job]))
-    const worker = new Worker(workerSource, { eval: true })
+    // A small young generation: V8 sizes it for throughput by default, and here (where the
+    // load's memory peaks) the default cost 50 MB of resident memory for no measurable speed.
+    const worker = new Worker(workerSource, {
+      eval: true,
+      resourceLimits: { maxYoungGenerationSizeMb: 8 },
+    })
     const finish = (reason?: string) => {
       if (reason !== undefined) {
         for (const job of pending.values())
