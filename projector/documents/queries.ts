@@ -1,14 +1,29 @@
-// Every statement the document layer runs, prepared once per database. The reads are written
-// with drizzle's query builder and run as raw better-sqlite3 statements (rows as arrays, mapped by
-// a loop): drizzle's prepared queries re-fill placeholders and map every value through its column
-// on each call, which cost more than SQLite's own work here.
+// Every statement the document layer runs, prepared once per database (the whole-file build's,
+// prepareBulkReads, on its first use). The reads are written with drizzle's query builder and run
+// as raw better-sqlite3 statements (rows as arrays, mapped by a loop): drizzle's prepared queries
+// re-fill placeholders and map every value through its column on each call, which cost more than
+// SQLite's own work here.
 //
 // Orderings are the ones spec/resources.md fixes, completed with the row id so that the order is
 // total (equal mirror content, identical text). Text compares with SQLite's BINARY collation
 // (code point order, case-sensitive). An enrollment location whose service location has not
 // arrived has a null name: it sorts after every named location (NULLS LAST), then by id.
 import type Database from 'better-sqlite3'
-import { asc, Column, desc, eq, getTableColumns, is, Placeholder, sql } from 'drizzle-orm'
+import {
+  and,
+  asc,
+  between,
+  Column,
+  desc,
+  eq,
+  getTableColumns,
+  gt,
+  is,
+  isNotNull,
+  Placeholder,
+  sql,
+  type SQL,
+} from 'drizzle-orm'
 import { getTableConfig, type AnySQLiteColumn } from 'drizzle-orm/sqlite-core'
 import {
   documentDocs,
@@ -34,33 +49,75 @@ import {
 import type { OrganizationDb } from '../../src/sqlite.ts'
 
 const id = sql.placeholder('id')
-
-const identifierColumns = {
-  id: providerIdentifiers.id,
-  type: providerIdentifiers.type,
-  value: providerIdentifiers.value,
-  issuedOn: providerIdentifiers.issuedOn,
-  expiresOn: providerIdentifiers.expiresOn,
-  metadata: providerIdentifiers.metadata,
-}
-
-const groupIdentifierColumns = {
-  id: groupIdentifiers.id,
-  type: groupIdentifiers.type,
-  value: groupIdentifiers.value,
-  issuedOn: groupIdentifiers.issuedOn,
-  expiresOn: groupIdentifiers.expiresOn,
-  metadata: groupIdentifiers.metadata,
-}
+// Bounds of the whole-file build's reads (prepareBulkReads).
+const firstParent = sql.placeholder('first')
+const lastParent = sql.placeholder('last')
+const pageAfter = sql.placeholder('after')
+const pageSize = sql.placeholder('limit')
+const idList = sql.placeholder('ids')
 
 const MAPPED_AS_IS = new Set(['SQLiteText', 'SQLiteInteger', 'SQLiteBoolean'])
 
-/** A select whose only parameter is the `id` placeholder, as drizzle builds it. */
-interface SelectById<T> {
+/** A drizzle select, with the row type it returns. */
+interface BuiltSelect<T> {
   toSQL(): { sql: string; params: unknown[] }
   _: { selectedFields: unknown }
   /** Only for the row type: never called. */
   all(): T[]
+}
+
+/** A select prepared as a raw statement (rows as arrays), with what its rows map from. */
+interface RawSelect {
+  statement: Database.Statement<unknown[], unknown[]>
+  /** Binds named values in the statement's parameter order. */
+  bind(values: Readonly<Record<string, unknown>>): unknown[]
+  keys: string[]
+  booleans: boolean[]
+  text: string
+}
+
+/** Prepares a drizzle select whose parameters are all placeholders named in `names`. */
+function prepareRaw(
+  sqlite: Database.Database,
+  query: BuiltSelect<unknown>,
+  names: readonly string[],
+): RawSelect {
+  const { sql: text, params } = query.toSQL()
+  const order = params.map((param) => {
+    if (!(is(param, Placeholder) && names.includes(param.name))) {
+      throw new Error(`unexpected parameter in ${text}`)
+    }
+    return param.name
+  })
+  const fields = Object.entries(query._.selectedFields as Record<string, unknown>)
+  const booleans = fields.map(([key, field]) => {
+    if (!is(field, Column) || !MAPPED_AS_IS.has(field.columnType)) {
+      throw new Error(`${key}: only text, integer and boolean columns are mapped here`)
+    }
+    return field.columnType === 'SQLiteBoolean'
+  })
+  return {
+    statement: sqlite.prepare<unknown[], unknown[]>(text).raw(true),
+    bind: (values) => order.map((name) => values[name]),
+    keys: fields.map(([key]) => key),
+    booleans,
+    text,
+  }
+}
+
+/**
+ * Maps a raw row from column `from` on as drizzle maps it: null stays null, boolean columns read
+ * `Number(v) === 1`, every other column here is returned as is.
+ */
+function rowMapper<T>({ keys, booleans }: RawSelect, from = 0): (values: unknown[]) => T {
+  return (values) => {
+    const row: Record<string, unknown> = {}
+    for (let i = from; i < keys.length; i++) {
+      const value = values[i]
+      row[keys[i]!] = value === null ? null : booleans[i] ? Number(value) === 1 : value
+    }
+    return row as T
+  }
 }
 
 /** A prepared read by id: the row or rows drizzle would return, mapped the same way. */
@@ -69,191 +126,259 @@ export interface ReadById<T> {
   all(id: string): T[]
 }
 
-/**
- * Prepares a drizzle select as a raw statement. Values are mapped as drizzle maps them: null
- * stays null, boolean columns read `Number(v) === 1`, every other column here is returned as is.
- */
-function prepareRead<T>(sqlite: Database.Database, query: SelectById<T>): ReadById<T> {
-  const { sql: text, params } = query.toSQL()
-  for (const param of params) {
-    if (!(is(param, Placeholder) && param.name === 'id')) {
-      throw new Error(`unexpected parameter in ${text}`)
-    }
-  }
-  const fields = Object.entries(query._.selectedFields as Record<string, unknown>)
-  const keys = fields.map(([key]) => key)
-  const booleans = fields.map(([key, field]) => {
-    if (!is(field, Column) || !MAPPED_AS_IS.has(field.columnType)) {
-      throw new Error(`${key}: only text, integer and boolean columns are mapped here`)
-    }
-    return field.columnType === 'SQLiteBoolean'
-  })
-  const statement = sqlite.prepare<unknown[], unknown[]>(text).raw(true)
-  const bind = params.length
-  const map = (values: unknown[]): T => {
-    const row: Record<string, unknown> = {}
-    for (let i = 0; i < keys.length; i++) {
-      const value = values[i]
-      row[keys[i]!] = value === null ? null : booleans[i] ? Number(value) === 1 : value
-    }
-    return row as T
-  }
-  const args = (id: string) => (bind === 1 ? [id] : new Array<string>(bind).fill(id))
+/** Prepares a drizzle select whose only parameter is the `id` placeholder. */
+function prepareRead<T>(sqlite: Database.Database, query: BuiltSelect<T>): ReadById<T> {
+  const raw = prepareRaw(sqlite, query, ['id'])
+  const map = rowMapper<T>(raw)
   return {
     get(id) {
-      const values = statement.get(args(id))
+      const values = raw.statement.get(raw.bind({ id }))
       return values === undefined ? undefined : map(values)
     },
-    all: (id) => statement.all(args(id)).map(map),
+    all: (id) => raw.statement.all(raw.bind({ id })).map(map),
   }
+}
+
+// ---- Child lists ---------------------------------------------------------------------------------
+//
+// Each list a response embeds is one query, read either for one parent (a batch's refresh) or for
+// every parent whose id lies in a range (the whole-file build: then the parent id comes first, as
+// `parentId`, and leads the order). Both reads share the fields and the order, so the entries of a
+// document and their order are the same whichever path built it.
+
+/** Which parents a child list is read for. */
+interface Parents<K extends Record<string, AnySQLiteColumn>> {
+  /** Selected before the entry's fields (and left out of the entry). */
+  key(parent: AnySQLiteColumn): K
+  where(parent: AnySQLiteColumn): SQL
+  /** Sort keys before the entry's own. */
+  order(parent: AnySQLiteColumn): SQL[]
+}
+
+/** The parent `id`. */
+const oneParent: Parents<Record<never, never>> = {
+  key: () => ({}),
+  where: (parent) => eq(parent, id),
+  order: () => [],
+}
+
+/** Every parent with an id in [first, last], grouped by `parentId`. */
+const parentRange: Parents<{ parentId: AnySQLiteColumn }> = {
+  key: (parent) => ({ parentId: parent }),
+  where: (parent) => between(parent, firstParent, lastParent),
+  order: (parent) => [asc(parent)],
+}
+
+type Key = Record<string, AnySQLiteColumn>
+
+function providerMembershipsOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
+  return (
+    db
+      .select({
+        ...parents.key(groupMemberships.providerId),
+        providerGroupId: providerGroups.id,
+        name: providerGroups.name,
+        npi: providerGroups.npi,
+        tin: providerGroups.tin,
+      })
+      .from(groupMemberships)
+      // Inner join: a membership whose group has not arrived is left out.
+      .innerJoin(providerGroups, eq(providerGroups.id, groupMemberships.providerGroupId))
+      .where(parents.where(groupMemberships.providerId))
+      .orderBy(
+        ...parents.order(groupMemberships.providerId),
+        asc(providerGroups.name),
+        asc(providerGroups.id),
+        asc(groupMemberships.id),
+      )
+  )
+}
+
+function providerIdentifiersOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
+  return db
+    .select({
+      ...parents.key(providerIdentifiers.providerId),
+      id: providerIdentifiers.id,
+      type: providerIdentifiers.type,
+      value: providerIdentifiers.value,
+      issuedOn: providerIdentifiers.issuedOn,
+      expiresOn: providerIdentifiers.expiresOn,
+      metadata: providerIdentifiers.metadata,
+    })
+    .from(providerIdentifiers)
+    .where(parents.where(providerIdentifiers.providerId))
+    .orderBy(
+      ...parents.order(providerIdentifiers.providerId),
+      asc(providerIdentifiers.type),
+      asc(providerIdentifiers.id),
+    )
+}
+
+function groupServiceLocationsOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
+  return db
+    .select({
+      ...parents.key(serviceLocations.providerGroupId),
+      id: serviceLocations.id,
+      name: serviceLocations.name,
+      address: serviceLocations.address,
+      addressLine2: serviceLocations.addressLine2,
+      city: serviceLocations.city,
+      state: serviceLocations.state,
+      zip: serviceLocations.zip,
+      phone: serviceLocations.phone,
+      isPrimary: serviceLocations.isPrimary,
+    })
+    .from(serviceLocations)
+    .where(parents.where(serviceLocations.providerGroupId))
+    .orderBy(
+      ...parents.order(serviceLocations.providerGroupId),
+      desc(serviceLocations.isPrimary),
+      asc(serviceLocations.name),
+      asc(serviceLocations.id),
+    )
+}
+
+function groupIdentifiersOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
+  return db
+    .select({
+      ...parents.key(groupIdentifiers.providerGroupId),
+      id: groupIdentifiers.id,
+      type: groupIdentifiers.type,
+      value: groupIdentifiers.value,
+      issuedOn: groupIdentifiers.issuedOn,
+      expiresOn: groupIdentifiers.expiresOn,
+      metadata: groupIdentifiers.metadata,
+    })
+    .from(groupIdentifiers)
+    .where(parents.where(groupIdentifiers.providerGroupId))
+    .orderBy(
+      ...parents.order(groupIdentifiers.providerGroupId),
+      asc(groupIdentifiers.type),
+      asc(groupIdentifiers.id),
+    )
+}
+
+function enrollmentRequirementsOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
+  return db
+    .select({
+      ...parents.key(enrollmentRequirements.enrollmentId),
+      id: enrollmentRequirements.id,
+      name: enrollmentRequirements.name,
+      isComplete: enrollmentRequirements.isComplete,
+      completedAt: enrollmentRequirements.completedAt,
+    })
+    .from(enrollmentRequirements)
+    .where(parents.where(enrollmentRequirements.enrollmentId))
+    .orderBy(
+      ...parents.order(enrollmentRequirements.enrollmentId),
+      asc(enrollmentRequirements.position),
+      asc(enrollmentRequirements.id),
+    )
+}
+
+function enrollmentLinesOfBusinessOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
+  return db
+    .select({
+      ...parents.key(enrollmentLinesOfBusiness.enrollmentId),
+      id: enrollmentLinesOfBusiness.id,
+      lineOfBusiness: enrollmentLinesOfBusiness.lineOfBusiness,
+      status: enrollmentLinesOfBusiness.status,
+      effectiveDate: enrollmentLinesOfBusiness.effectiveDate,
+    })
+    .from(enrollmentLinesOfBusiness)
+    .where(parents.where(enrollmentLinesOfBusiness.enrollmentId))
+    .orderBy(
+      ...parents.order(enrollmentLinesOfBusiness.enrollmentId),
+      asc(enrollmentLinesOfBusiness.lineOfBusiness),
+      asc(enrollmentLinesOfBusiness.id),
+    )
+}
+
+function enrollmentLocationsOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
+  return db
+    .select({
+      ...parents.key(enrollmentLocationParticipations.enrollmentId),
+      id: enrollmentLocationParticipations.id,
+      serviceLocationId: enrollmentLocationParticipations.serviceLocationId,
+      // Left join: null name, city and state until the service location arrives.
+      name: serviceLocations.name,
+      city: serviceLocations.city,
+      state: serviceLocations.state,
+      isActive: enrollmentLocationParticipations.isActive,
+      activatedOn: enrollmentLocationParticipations.activatedOn,
+    })
+    .from(enrollmentLocationParticipations)
+    .leftJoin(
+      serviceLocations,
+      eq(serviceLocations.id, enrollmentLocationParticipations.serviceLocationId),
+    )
+    .where(parents.where(enrollmentLocationParticipations.enrollmentId))
+    .orderBy(
+      ...parents.order(enrollmentLocationParticipations.enrollmentId),
+      sql`${serviceLocations.name} asc nulls last`,
+      asc(enrollmentLocationParticipations.id),
+    )
+}
+
+function groupEnrollmentLinesOfBusinessOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
+  return db
+    .select({
+      ...parents.key(groupEnrollmentLinesOfBusiness.groupEnrollmentId),
+      id: groupEnrollmentLinesOfBusiness.id,
+      lineOfBusiness: groupEnrollmentLinesOfBusiness.lineOfBusiness,
+      status: groupEnrollmentLinesOfBusiness.status,
+      effectiveDate: groupEnrollmentLinesOfBusiness.effectiveDate,
+    })
+    .from(groupEnrollmentLinesOfBusiness)
+    .where(parents.where(groupEnrollmentLinesOfBusiness.groupEnrollmentId))
+    .orderBy(
+      ...parents.order(groupEnrollmentLinesOfBusiness.groupEnrollmentId),
+      asc(groupEnrollmentLinesOfBusiness.lineOfBusiness),
+      asc(groupEnrollmentLinesOfBusiness.id),
+    )
+}
+
+const embeddedProviderFields = {
+  id: providers.id,
+  firstName: providers.firstName,
+  middleName: providers.middleName,
+  lastName: providers.lastName,
+  suffix: providers.suffix,
+  npi: providers.npi,
+}
+
+const embeddedGroupFields = {
+  id: providerGroups.id,
+  name: providerGroups.name,
+  npi: providerGroups.npi,
+  tin: providerGroups.tin,
 }
 
 /** Reads of the mirror: each child list selects exactly the response entry, in key order. */
 export function prepareMirrorReads(db: OrganizationDb, sqlite: Database.Database) {
-  const read = <T>(query: SelectById<T>) => prepareRead(sqlite, query)
+  const read = <T>(query: BuiltSelect<T>) => prepareRead(sqlite, query)
   return {
     provider: read(db.select().from(providers).where(eq(providers.id, id))),
-    providerMemberships: read(
-      db
-        .select({
-          providerGroupId: providerGroups.id,
-          name: providerGroups.name,
-          npi: providerGroups.npi,
-          tin: providerGroups.tin,
-        })
-        .from(groupMemberships)
-        // Inner join: a membership whose group has not arrived is left out.
-        .innerJoin(providerGroups, eq(providerGroups.id, groupMemberships.providerGroupId))
-        .where(eq(groupMemberships.providerId, id))
-        .orderBy(asc(providerGroups.name), asc(providerGroups.id), asc(groupMemberships.id)),
-    ),
-    providerIdentifiers: read(
-      db
-        .select(identifierColumns)
-        .from(providerIdentifiers)
-        .where(eq(providerIdentifiers.providerId, id))
-        .orderBy(asc(providerIdentifiers.type), asc(providerIdentifiers.id)),
-    ),
+    providerMemberships: read(providerMembershipsOf(db, oneParent)),
+    providerIdentifiers: read(providerIdentifiersOf(db, oneParent)),
 
     providerGroup: read(db.select().from(providerGroups).where(eq(providerGroups.id, id))),
-    groupServiceLocations: read(
-      db
-        .select({
-          id: serviceLocations.id,
-          name: serviceLocations.name,
-          address: serviceLocations.address,
-          addressLine2: serviceLocations.addressLine2,
-          city: serviceLocations.city,
-          state: serviceLocations.state,
-          zip: serviceLocations.zip,
-          phone: serviceLocations.phone,
-          isPrimary: serviceLocations.isPrimary,
-        })
-        .from(serviceLocations)
-        .where(eq(serviceLocations.providerGroupId, id))
-        .orderBy(
-          desc(serviceLocations.isPrimary),
-          asc(serviceLocations.name),
-          asc(serviceLocations.id),
-        ),
-    ),
-    groupIdentifiers: read(
-      db
-        .select(groupIdentifierColumns)
-        .from(groupIdentifiers)
-        .where(eq(groupIdentifiers.providerGroupId, id))
-        .orderBy(asc(groupIdentifiers.type), asc(groupIdentifiers.id)),
-    ),
+    groupServiceLocations: read(groupServiceLocationsOf(db, oneParent)),
+    groupIdentifiers: read(groupIdentifiersOf(db, oneParent)),
 
     enrollment: read(db.select().from(enrollments).where(eq(enrollments.id, id))),
     embeddedProvider: read(
-      db
-        .select({
-          id: providers.id,
-          firstName: providers.firstName,
-          middleName: providers.middleName,
-          lastName: providers.lastName,
-          suffix: providers.suffix,
-          npi: providers.npi,
-        })
-        .from(providers)
-        .where(eq(providers.id, id)),
+      db.select(embeddedProviderFields).from(providers).where(eq(providers.id, id)),
     ),
-    enrollmentRequirements: read(
-      db
-        .select({
-          id: enrollmentRequirements.id,
-          name: enrollmentRequirements.name,
-          isComplete: enrollmentRequirements.isComplete,
-          completedAt: enrollmentRequirements.completedAt,
-        })
-        .from(enrollmentRequirements)
-        .where(eq(enrollmentRequirements.enrollmentId, id))
-        .orderBy(asc(enrollmentRequirements.position), asc(enrollmentRequirements.id)),
-    ),
-    enrollmentLinesOfBusiness: read(
-      db
-        .select({
-          id: enrollmentLinesOfBusiness.id,
-          lineOfBusiness: enrollmentLinesOfBusiness.lineOfBusiness,
-          status: enrollmentLinesOfBusiness.status,
-          effectiveDate: enrollmentLinesOfBusiness.effectiveDate,
-        })
-        .from(enrollmentLinesOfBusiness)
-        .where(eq(enrollmentLinesOfBusiness.enrollmentId, id))
-        .orderBy(asc(enrollmentLinesOfBusiness.lineOfBusiness), asc(enrollmentLinesOfBusiness.id)),
-    ),
-    enrollmentLocations: read(
-      db
-        .select({
-          id: enrollmentLocationParticipations.id,
-          serviceLocationId: enrollmentLocationParticipations.serviceLocationId,
-          // Left join: null name, city and state until the service location arrives.
-          name: serviceLocations.name,
-          city: serviceLocations.city,
-          state: serviceLocations.state,
-          isActive: enrollmentLocationParticipations.isActive,
-          activatedOn: enrollmentLocationParticipations.activatedOn,
-        })
-        .from(enrollmentLocationParticipations)
-        .leftJoin(
-          serviceLocations,
-          eq(serviceLocations.id, enrollmentLocationParticipations.serviceLocationId),
-        )
-        .where(eq(enrollmentLocationParticipations.enrollmentId, id))
-        .orderBy(
-          sql`${serviceLocations.name} asc nulls last`,
-          asc(enrollmentLocationParticipations.id),
-        ),
-    ),
+    enrollmentRequirements: read(enrollmentRequirementsOf(db, oneParent)),
+    enrollmentLinesOfBusiness: read(enrollmentLinesOfBusinessOf(db, oneParent)),
+    enrollmentLocations: read(enrollmentLocationsOf(db, oneParent)),
 
     groupEnrollment: read(db.select().from(groupEnrollments).where(eq(groupEnrollments.id, id))),
     embeddedGroup: read(
-      db
-        .select({
-          id: providerGroups.id,
-          name: providerGroups.name,
-          npi: providerGroups.npi,
-          tin: providerGroups.tin,
-        })
-        .from(providerGroups)
-        .where(eq(providerGroups.id, id)),
+      db.select(embeddedGroupFields).from(providerGroups).where(eq(providerGroups.id, id)),
     ),
-    groupEnrollmentLinesOfBusiness: read(
-      db
-        .select({
-          id: groupEnrollmentLinesOfBusiness.id,
-          lineOfBusiness: groupEnrollmentLinesOfBusiness.lineOfBusiness,
-          status: groupEnrollmentLinesOfBusiness.status,
-          effectiveDate: groupEnrollmentLinesOfBusiness.effectiveDate,
-        })
-        .from(groupEnrollmentLinesOfBusiness)
-        .where(eq(groupEnrollmentLinesOfBusiness.groupEnrollmentId, id))
-        .orderBy(
-          asc(groupEnrollmentLinesOfBusiness.lineOfBusiness),
-          asc(groupEnrollmentLinesOfBusiness.id),
-        ),
-    ),
+    groupEnrollmentLinesOfBusiness: read(groupEnrollmentLinesOfBusinessOf(db, oneParent)),
 
     document: read(db.select().from(documents).where(eq(documents.id, id))),
     providerIdentifier: read(
@@ -287,6 +412,206 @@ export function prepareMirrorReads(db: OrganizationDb, sqlite: Database.Database
 }
 
 export type MirrorReads = ReturnType<typeof prepareMirrorReads>
+
+// ---- The whole-file build's reads -----------------------------------------------------------------
+//
+// refreshAll builds every document of a file. Rather than a few point reads per document, it walks
+// each table in id order a page at a time and reads each child list once per page, for the page's
+// range of parent ids. Every read is whole (`.all()`): better-sqlite3 runs nothing else on a
+// connection while a statement iterates, and the build writes between pages.
+
+/** A table's rows in id order, `size` to a page. */
+type Pages<T> = (size: number) => Generator<T[]>
+
+/** The child entries of every parent with an id in [first, last], by parent id, each list in order. */
+type ChildrenInRange<T> = (first: string, last: string) => Map<string, T[]>
+
+/** `query(startAfter)`: the table's rows in id order, `limit` of them, after `startAfter` if set. */
+function preparePages<T extends { id: string }>(
+  sqlite: Database.Database,
+  idColumn: AnySQLiteColumn,
+  query: (startAfter: SQL | undefined) => BuiltSelect<T>,
+): Pages<T> {
+  const firstPage = prepareRaw(sqlite, query(undefined), ['limit'])
+  // Keyset: each page starts after the last id of the one before.
+  const nextPage = prepareRaw(sqlite, query(gt(idColumn, pageAfter)), ['after', 'limit'])
+  const map = rowMapper<T>(firstPage)
+  return function* (size) {
+    let page = firstPage.statement.all(firstPage.bind({ limit: size })).map(map)
+    while (page.length > 0) {
+      yield page
+      if (page.length < size) return
+      const bounds = { after: page[page.length - 1]!.id, limit: size }
+      page = nextPage.statement.all(nextPage.bind(bounds)).map(map)
+    }
+  }
+}
+
+/** A child list read for a range of parents: its rows arrive grouped, `parentId` first. */
+function prepareChildren<R extends { parentId: unknown }>(
+  sqlite: Database.Database,
+  query: BuiltSelect<R>,
+): ChildrenInRange<Omit<R, 'parentId'>> {
+  const raw = prepareRaw(sqlite, query, ['first', 'last'])
+  if (raw.keys[0] !== 'parentId') throw new Error(`parentId must come first in ${raw.text}`)
+  const map = rowMapper<Omit<R, 'parentId'>>(raw, 1)
+  return (first, last) => {
+    const byParent = new Map<string, Omit<R, 'parentId'>[]>()
+    let parentId: unknown
+    let entries: Omit<R, 'parentId'>[] = []
+    for (const values of raw.statement.all(raw.bind({ first, last }))) {
+      if (values[0] !== parentId) {
+        parentId = values[0]
+        entries = []
+        byParent.set(parentId as string, entries)
+      }
+      entries.push(map(values))
+    }
+    return byParent
+  }
+}
+
+/** Rows by id, for the ids asked (a JSON array bound as `ids`); ids without a row are absent. */
+function prepareByIds<T extends { id: string }>(
+  sqlite: Database.Database,
+  query: BuiltSelect<T>,
+): (wanted: Iterable<string>) => Map<string, T> {
+  const raw = prepareRaw(sqlite, query, ['ids'])
+  const map = rowMapper<T>(raw)
+  return (wanted) => {
+    const rows = new Map<string, T>()
+    const bound = raw.bind({ ids: JSON.stringify([...new Set(wanted)]) })
+    for (const values of raw.statement.all(bound)) {
+      const row = map(values)
+      rows.set(row.id, row)
+    }
+    return rows
+  }
+}
+
+/** Ids of the stored documents of `table` that `sources` (a select of ids) no longer implies. */
+function prepareOrphans(
+  sqlite: Database.Database,
+  table: DocumentTable,
+  sources: string,
+): () => string[] {
+  const statement = sqlite
+    .prepare<[], string>(
+      `SELECT "id" FROM "${getTableConfig(table).name}" WHERE "id" NOT IN (${sources})`,
+    )
+    .pluck()
+  return () => statement.all()
+}
+
+/** Reads of the whole-file build: pages of parents, child lists by page, orphaned documents. */
+export function prepareBulkReads(db: OrganizationDb, sqlite: Database.Database) {
+  const children = <R extends { parentId: unknown }>(query: BuiltSelect<R>) =>
+    prepareChildren(sqlite, query)
+  const inList = (column: AnySQLiteColumn) =>
+    sql`${column} IN (SELECT value FROM json_each(${idList}))`
+  return {
+    providers: preparePages(sqlite, providers.id, (startAfter) =>
+      db.select().from(providers).where(startAfter).orderBy(asc(providers.id)).limit(pageSize),
+    ),
+    providerMemberships: children(providerMembershipsOf(db, parentRange)),
+    providerIdentifiers: children(providerIdentifiersOf(db, parentRange)),
+
+    providerGroups: preparePages(sqlite, providerGroups.id, (startAfter) =>
+      db
+        .select()
+        .from(providerGroups)
+        .where(startAfter)
+        .orderBy(asc(providerGroups.id))
+        .limit(pageSize),
+    ),
+    groupServiceLocations: children(groupServiceLocationsOf(db, parentRange)),
+    groupIdentifiers: children(groupIdentifiersOf(db, parentRange)),
+
+    enrollments: preparePages(sqlite, enrollments.id, (startAfter) =>
+      db.select().from(enrollments).where(startAfter).orderBy(asc(enrollments.id)).limit(pageSize),
+    ),
+    // A page's providers are anywhere in the table: read by id list, not by range.
+    embeddedProviders: prepareByIds(
+      sqlite,
+      db.select(embeddedProviderFields).from(providers).where(inList(providers.id)),
+    ),
+    enrollmentRequirements: children(enrollmentRequirementsOf(db, parentRange)),
+    enrollmentLinesOfBusiness: children(enrollmentLinesOfBusinessOf(db, parentRange)),
+    enrollmentLocations: children(enrollmentLocationsOf(db, parentRange)),
+
+    groupEnrollments: preparePages(sqlite, groupEnrollments.id, (startAfter) =>
+      db
+        .select()
+        .from(groupEnrollments)
+        .where(startAfter)
+        .orderBy(asc(groupEnrollments.id))
+        .limit(pageSize),
+    ),
+    embeddedGroups: prepareByIds(
+      sqlite,
+      db.select(embeddedGroupFields).from(providerGroups).where(inList(providerGroups.id)),
+    ),
+    groupEnrollmentLinesOfBusiness: children(groupEnrollmentLinesOfBusinessOf(db, parentRange)),
+
+    // Each document row is also the source of its expirable, if it has an expiration date.
+    documents: preparePages(sqlite, documents.id, (startAfter) =>
+      db.select().from(documents).where(startAfter).orderBy(asc(documents.id)).limit(pageSize),
+    ),
+
+    // The other sources of expirables: identifiers with an expiration date, with what the
+    // expirable shows of them.
+    expiringGroupIdentifiers: preparePages(sqlite, groupIdentifiers.id, (startAfter) =>
+      db
+        .select({
+          id: groupIdentifiers.id,
+          providerGroupId: groupIdentifiers.providerGroupId,
+          type: groupIdentifiers.type,
+          value: groupIdentifiers.value,
+          expiresOn: groupIdentifiers.expiresOn,
+        })
+        .from(groupIdentifiers)
+        .where(and(isNotNull(groupIdentifiers.expiresOn), startAfter))
+        .orderBy(asc(groupIdentifiers.id))
+        .limit(pageSize),
+    ),
+    expiringProviderIdentifiers: preparePages(sqlite, providerIdentifiers.id, (startAfter) =>
+      db
+        .select({
+          id: providerIdentifiers.id,
+          providerId: providerIdentifiers.providerId,
+          type: providerIdentifiers.type,
+          value: providerIdentifiers.value,
+          expiresOn: providerIdentifiers.expiresOn,
+        })
+        .from(providerIdentifiers)
+        .where(and(isNotNull(providerIdentifiers.expiresOn), startAfter))
+        .orderBy(asc(providerIdentifiers.id))
+        .limit(pageSize),
+    ),
+
+    orphans: {
+      providers: prepareOrphans(sqlite, providerDocs, 'SELECT id FROM providers'),
+      providerGroups: prepareOrphans(sqlite, providerGroupDocs, 'SELECT id FROM provider_groups'),
+      enrollments: prepareOrphans(sqlite, enrollmentDocs, 'SELECT id FROM enrollments'),
+      groupEnrollments: prepareOrphans(
+        sqlite,
+        groupEnrollmentDocs,
+        'SELECT id FROM group_enrollments',
+      ),
+      documents: prepareOrphans(sqlite, documentDocs, 'SELECT id FROM documents'),
+      // Ids as builders.ts `expirableId` makes them.
+      expirables: prepareOrphans(
+        sqlite,
+        expirableDocs,
+        `SELECT 'provider_identifier:' || id FROM provider_identifiers WHERE expires_on IS NOT NULL
+         UNION ALL SELECT 'group_identifier:' || id FROM group_identifiers WHERE expires_on IS NOT NULL
+         UNION ALL SELECT 'document:' || id FROM documents WHERE expires_on IS NOT NULL`,
+      ),
+    },
+  }
+}
+
+export type BulkReads = ReturnType<typeof prepareBulkReads>
 
 type DocumentTable =
   | typeof providerDocs

@@ -60,7 +60,9 @@ export interface TestFile {
   close(): void
 }
 
-export function openTestFile(options: { priorStamp?: PriorStamp } = {}): TestFile {
+export function openTestFile(
+  options: { priorStamp?: PriorStamp; buildPageRows?: number } = {},
+): TestFile {
   const dir = mkdtempSync(join(tmpdir(), 'documents-'))
   const db = openForWriting(join(dir, 'organization.db'), 'organization')
   const orm = organizationDb(db)
