@@ -3,7 +3,7 @@
 // its key reach the right file, and the replica's readiness.
 import * as tables from '../schema/control-db.ts'
 import type { ControlTable, OrganizationTable } from '../schema/events.ts'
-import { openForWriting, setCacheKiB, type SqliteDatabase } from '../src/sqlite.ts'
+import { heldTransaction, openForWriting, setCacheKiB, type SqliteDatabase } from '../src/sqlite.ts'
 import type { RowChange } from './decode.ts'
 import { createMirror, type MirrorChange } from './mirror.ts'
 import type { Origin, Tally } from './organization-file.ts'
@@ -143,17 +143,7 @@ export function openControlFile(path: string): ControlFile {
         throw error
       }
     },
-    begin() {
-      if (!db.inTransaction) db.exec('BEGIN')
-    },
-    commit() {
-      if (db.inTransaction) db.exec('COMMIT')
-    },
-    rollback() {
-      if (!db.inTransaction) return
-      db.exec('ROLLBACK')
-      forgetUncommitted()
-    },
+    ...heldTransaction(db, forgetUncommitted),
     route(table, id, organizationId) {
       const tableCode = ROUTED_TABLES[table]
       const organization = organizationCodes.codeOf(organizationId)

@@ -2,7 +2,7 @@
 // them, and the Kafka offsets applied, all committed in one transaction per batch.
 import * as tables from '../schema/organization-db.ts'
 import type { OrganizationTable } from '../schema/events.ts'
-import { openForWriting, setCacheKiB, type SqliteDatabase } from '../src/sqlite.ts'
+import { heldTransaction, openForWriting, setCacheKiB, type SqliteDatabase } from '../src/sqlite.ts'
 import type { RowChange } from './decode.ts'
 import {
   createDocumentRefresher,
@@ -207,17 +207,7 @@ export function openOrganizationFile(
         throw error
       }
     },
-    begin() {
-      if (!db.inTransaction) db.exec('BEGIN')
-    },
-    commit() {
-      if (db.inTransaction) db.exec('COMMIT')
-    },
-    rollback() {
-      if (!db.inTransaction) return
-      db.exec('ROLLBACK')
-      forgetUncommitted()
-    },
+    ...heldTransaction(db, forgetUncommitted),
     get inTransaction() {
       return db.inTransaction
     },

@@ -34,6 +34,27 @@ export function setCacheKiB(db: SqliteDatabase, kib: number): void {
   db.pragma(`cache_size = ${-Math.floor(kib)}`)
 }
 
+/**
+ * A transaction held open across calls (an initial load's, see projector/apply.ts): the calls'
+ * own transactions run as savepoints of it. `forget` drops what the caller remembers of writes
+ * a rollback undid.
+ */
+export function heldTransaction(db: SqliteDatabase, forget: () => void) {
+  return {
+    begin(): void {
+      if (!db.inTransaction) db.exec('BEGIN')
+    },
+    commit(): void {
+      if (db.inTransaction) db.exec('COMMIT')
+    },
+    rollback(): void {
+      if (!db.inTransaction) return
+      db.exec('ROLLBACK')
+      forget()
+    },
+  }
+}
+
 /** A reader's connection (the api): read-only, never creates the file. */
 export function openForReading(path: string): SqliteDatabase {
   const db = new Database(path, { readonly: true, fileMustExist: true })
