@@ -294,8 +294,9 @@ export function createApplier(options: ApplierOptions): Applier {
         list.push(event)
       }
       // Routes are written as they are decided, in one control.db transaction with the control
-      // events, committed before any organization file: if a crash follows, redelivery re-routes
-      // idempotently and applies the rest.
+      // events, committed before any organization file (during an initial load, with them, every
+      // `loadCommitEvents`): if a crash follows, redelivery re-routes idempotently and applies the
+      // rest.
       const decodeAndRoute = () => {
         for (const record of records) {
           const decoded = decodeRecord(record, topicPrefix)
