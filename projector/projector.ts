@@ -75,6 +75,11 @@ export function createProjector(deps: ProjectorDeps): Projector {
   let admin: FastifyInstance | undefined
   let ready = false
   const previousFiles = new Map<string, Database.Database>()
+  /**
+   * Set once a rebuild is published: from then on documents change from their own stored state,
+   * and the previous generation's handles are closed (it may be removed).
+   */
+  let previousRetired = false
 
   function openApplier(offsetGuard: boolean, previous?: Generation): Applier {
     const priorStamp = previous === undefined ? undefined : priorStampFrom(previous)
@@ -101,6 +106,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
   function priorStampFrom(previous: Generation) {
     const stamps = new Map<string, PriorStamp | null>()
     return (organizationId: string, ...rest: Parameters<PriorStamp>) => {
+      if (previousRetired) return undefined
       let stamp = stamps.get(organizationId)
       if (stamp === undefined) {
         const path = previous.organizationPath(organizationId)
@@ -113,6 +119,12 @@ export function createProjector(deps: ProjectorDeps): Projector {
       }
       return stamp === null ? undefined : stamp(...rest)
     }
+  }
+
+  function retirePrevious(): void {
+    previousRetired = true
+    for (const db of previousFiles.values()) db.close()
+    previousFiles.clear()
   }
 
   const onBatch = (outcome: BatchOutcome, seconds: number) => {
@@ -197,8 +209,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
           // Stopped mid-build: the new generation is not complete, and is not published.
           if (!(await caughtUp())) return
           publishGeneration(config.dataDir, generation.name)
-          for (const db of previousFiles.values()) db.close()
-          previousFiles.clear()
+          retirePrevious()
           logger.info(
             { generation: generation.name, replaced: previous?.name },
             'rebuild caught up: now serving the new generation',
@@ -236,8 +247,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
       await admin?.close()
       applier?.close()
       applier = undefined
-      for (const db of previousFiles.values()) db.close()
-      previousFiles.clear()
+      retirePrevious()
     },
   }
 }
