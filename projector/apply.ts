@@ -128,7 +128,11 @@ export function createApplier(options: ApplierOptions): Applier {
   let uncommittedEvents = 0
   const holdsTransactions = () =>
     (options.loadCommitEvents ?? 0) > 0 && options.deferDocumentsUntilCaughtUp === true && !caughtUp
-  if (options.cacheBudgetBytes !== undefined) {
+  giveControlItsShare()
+
+  /** control.db's part of the cache budget (cache-budget.ts). */
+  function giveControlItsShare(): void {
+    if (options.cacheBudgetBytes === undefined) return
     control.setCacheKiB(cacheShares(options.cacheBudgetBytes, 1).controlKiB)
   }
 
@@ -244,6 +248,9 @@ export function createApplier(options: ApplierOptions): Applier {
 
   /** Commits every held transaction, then bounds the files' WALs. */
   function commitAll(): void {
+    // Nothing held (control.db's transaction opens first whenever one is): each batch committed
+    // and bounded its own WALs.
+    if (!control.db.inTransaction) return
     for (const file of files.values()) {
       if (!file.inTransaction) continue
       file.commit()
@@ -421,9 +428,7 @@ export function createApplier(options: ApplierOptions): Applier {
       }
       control.markCaughtUp(clock())
       caughtUp = true
-      if (options.cacheBudgetBytes !== undefined) {
-        control.setCacheKiB(cacheShares(options.cacheBudgetBytes, 1).controlKiB)
-      }
+      giveControlItsShare()
       logger.info('replica caught up with its source: the api now serves it')
       return built
     },

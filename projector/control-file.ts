@@ -127,6 +127,9 @@ export function openControlFile(path: string): ControlFile {
     return { organizations: [...organizations] }
   }
 
+  /** The transaction an initial load holds across batches (apply.ts). */
+  const held = heldTransaction(db, forgetUncommitted)
+
   return {
     db,
     routeOf(table, id) {
@@ -143,7 +146,7 @@ export function openControlFile(path: string): ControlFile {
         throw error
       }
     },
-    ...heldTransaction(db, forgetUncommitted),
+    ...held,
     route(table, id, organizationId) {
       const tableCode = ROUTED_TABLES[table]
       const organization = organizationCodes.codeOf(organizationId)
@@ -161,11 +164,10 @@ export function openControlFile(path: string): ControlFile {
     caughtUpAt: () => getState.get('caught_up_at')?.value,
     consumerGroup: () => getState.get('consumer_group')?.value,
     recordConsumerGroup: (groupId) => void putStateOnce.run('consumer_group', groupId),
-    // A checkpoint waits for the transaction `begin` opened to commit.
-    boundWal: (maxBytes) => !db.inTransaction && boundWal(db, path, maxBytes),
+    boundWal: (maxBytes) => boundWal(db, path, maxBytes),
     setCacheKiB: (kib) => setCacheKiB(db, kib),
     close() {
-      if (db.inTransaction) db.exec('COMMIT')
+      held.commit()
       db.close()
     },
   }

@@ -181,6 +181,9 @@ export function openOrganizationFile(
     return { rewritten, unchanged, removed }
   })
 
+  /** The transaction an initial load holds across batches (apply.ts). */
+  const held = heldTransaction(db, forgetUncommitted)
+
   return {
     organizationId,
     path,
@@ -207,15 +210,14 @@ export function openOrganizationFile(
         throw error
       }
     },
-    ...heldTransaction(db, forgetUncommitted),
+    ...held,
     get inTransaction() {
       return db.inTransaction
     },
-    // A checkpoint waits for the transaction `begin` opened to commit.
-    boundWal: (maxBytes) => !db.inTransaction && boundWal(db, path, maxBytes),
+    boundWal: (maxBytes) => boundWal(db, path, maxBytes),
     setCacheKiB: (kib) => setCacheKiB(db, kib),
     close() {
-      if (db.inTransaction) db.exec('COMMIT')
+      held.commit()
       db.close()
     },
   }
