@@ -12,6 +12,7 @@ import {
   type BuiltOrganization,
 } from './build-pool.ts'
 import { cacheShares, MIN_CACHE_KIB } from './cache-budget.ts'
+import { collectGarbage } from './collect-garbage.ts'
 import { openControlFile, type ControlEvent, type ControlFile } from './control-file.ts'
 import { decodeRecord, type BadEventReason, type RowChange, type SourceRecord } from './decode.ts'
 import type { DocumentKind, RefreshStats } from './documents/index.ts'
@@ -398,10 +399,12 @@ export function createApplier(options: ApplierOptions): Applier {
       if (caughtUp || stopping()) return built
       // The build reads (and on workers, opens) the files: what the load holds open goes first.
       commitAll()
-      // The build never reads control.db: its pages (the routes the load wrote) make room for the
-      // build's, which is where the load's memory peaks. Its share comes back once built.
+      // The build is where the load's memory peaks: it never reads control.db, so those pages (the
+      // routes the load wrote) make room for the build's, and so does the load's garbage, which
+      // V8 would otherwise keep alongside the build's. control.db's share comes back once built.
       control.setCacheKiB(MIN_CACHE_KIB)
       control.db.pragma('shrink_memory')
+      collectGarbage()
       const workers = options.documentBuildWorkers ?? 0
       if (workers > 0) {
         buildOnThreads = buildInParallelLanes(workers, built)
