@@ -14,7 +14,7 @@
 // Ends with one line of JSON: {"events", "eventsPerSecond", "kafkaOnlyEventsPerSecond",
 // "projectorKafkaEventsPerSecond", "peakRssMb"}.
 import { spawn } from 'node:child_process'
-import { createReadStream, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { createReadStream, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -24,9 +24,9 @@ import pino from 'pino'
 import { createProjector } from '../projector/projector.ts'
 import { changeTopics } from '../projector/sources/kafka.ts'
 import { isolatedChildEnv, loadProjectorConfig } from '../src/config.ts'
-import { datasetSizeFor, writeDataset } from '../scripts/dataset/generate.ts'
 import { kafkaClient, startKafka } from '../test/harness/kafka.ts'
 import { repoRoot } from '../test/harness/paths.ts'
+import { benchDataset } from './dataset.ts'
 
 const { values } = parseArgs({
   options: {
@@ -45,34 +45,6 @@ if (!Number.isSafeInteger(kafkaEvents) || kafkaEvents < 1)
 
 function log(line: string): void {
   process.stderr.write(`${line}\n`)
-}
-
-async function dataset(): Promise<{ path: string; events: number }> {
-  // datasetSizeFor aims at the target on average; 2% more makes --events a floor, checked below.
-  const size = datasetSizeFor(Math.ceil(targetEvents * 1.02))
-  const dir = join(repoRoot, '.cache', 'bench')
-  mkdirSync(dir, { recursive: true })
-  const path = join(
-    dir,
-    `events-${size.organizations}x${size.providersPerOrganization}x${size.updateRounds}.ndjson`,
-  )
-  const meta = `${path}.events`
-  if (existsSync(path) && existsSync(meta)) {
-    const { readFileSync } = await import('node:fs')
-    return { path, events: Number(readFileSync(meta, 'utf8')) }
-  }
-  log(
-    `generating ${size.organizations} organizations x ${size.providersPerOrganization} providers...`,
-  )
-  const t0 = Date.now()
-  const summary = await writeDataset(path, { ...size, seed: 7 })
-  const { writeFileSync } = await import('node:fs')
-  writeFileSync(meta, String(summary.events))
-  log(`  ${summary.events} events in ${((Date.now() - t0) / 1000).toFixed(1)} s`)
-  if (summary.events < targetEvents) {
-    throw new Error(`the dataset has ${summary.events} events, fewer than --events ${targetEvents}`)
-  }
-  return { path, events: summary.events }
 }
 
 /** The projector command on the file, in a child process; its last log line is the summary. */
@@ -215,7 +187,7 @@ async function kafkaOnly(kafka: Kafka, topics: string[], total: number): Promise
 }
 
 async function main(): Promise<void> {
-  const { path, events } = await dataset()
+  const { path, events } = await benchDataset(targetEvents, log)
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-projector-'))
   try {
     let file = { records: events, seconds: Number.NaN, peakRssMb: null as number | null }
