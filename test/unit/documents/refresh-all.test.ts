@@ -59,6 +59,8 @@ function seededRandom(seed: number): () => number {
 function edgeCases(): Operation[] {
   return [
     (f) => f.put('providers', provider({ id: 'p-ties', middleName: 'Q', suffix: 'MD' })),
+    // Deleted by laterChanges: its document is an orphan of the next whole build.
+    (f) => f.put('providers', provider({ id: 'p-gone' })),
     (f) => f.put('provider_groups', providerGroup({ id: 'g-2', name: 'Same', npi: '2' })),
     (f) => f.put('provider_groups', providerGroup({ id: 'g-1', name: 'Same', tin: '1' })),
     (f) => f.put('provider_groups', providerGroup({ id: 'g-0', name: 'Other' })),
@@ -363,6 +365,7 @@ function laterChanges(): Operation[] {
     (f) => f.remove('group_enrollments', 'ge-1'),
     (f) => f.remove('enrollments', 'e-orphan'),
     (f) => f.remove('provider_groups', 'g-2'),
+    (f) => f.remove('providers', 'p-gone'),
     (f) =>
       f.put('documents', document({ id: 'd-2', providerId: 'p-ties', expiresOn: '2028-01-01' })),
   ]
