@@ -357,7 +357,11 @@ export function createDocumentRefresher(
     return written ? 'rewritten' : 'unchanged'
   }
 
-  function rebuild(touched: TouchedDocuments, stamp: string): DetailedRefreshStats {
+  /** Refreshes each listed document: a batch's touched ones, or a whole build's orphans. */
+  function rebuild(
+    touched: { [K in keyof TouchedDocuments]: Iterable<string> },
+    stamp: string,
+  ): DetailedRefreshStats {
     const stats = emptyStats()
     for (const id of touched.providers) count(stats, 'provider', refreshProvider(id, stamp))
     for (const id of touched.providerGroups) {
@@ -376,9 +380,20 @@ export function createDocumentRefresher(
 
   function buildAll(stamp: string): DetailedRefreshStats {
     const bulk = (bulkReads ??= prepareBulkReads(orm, db))
-    const stats = emptyStats()
-    // Before writing: then the catch-up build's document tables are empty, and the check is free.
-    removeOrphans(bulk, stamp, stats)
+    // Stored documents whose source is gone (a truncate, say): refreshing each removes it. Before
+    // writing: then the catch-up build's document tables are empty, and the check is free.
+    const { orphans } = bulk
+    const stats = rebuild(
+      {
+        providers: orphans.providers(),
+        providerGroups: orphans.providerGroups(),
+        enrollments: orphans.enrollments(),
+        groupEnrollments: orphans.groupEnrollments(),
+        documents: orphans.documents(),
+        expirables: orphans.expirables(),
+      },
+      stamp,
+    )
     buildProviders(bulk, stamp, stats)
     buildProviderGroups(bulk, stamp, stats)
     buildEnrollments(bulk, stamp, stats)
@@ -386,21 +401,6 @@ export function createDocumentRefresher(
     buildDocumentsWithExpirables(bulk, stamp, stats)
     buildIdentifierExpirables(bulk, stamp, stats)
     return stats
-  }
-
-  /** Stored documents whose source is gone (a truncate, say): refreshing each removes it. */
-  function removeOrphans(bulk: BulkReads, stamp: string, stats: DetailedRefreshStats): void {
-    const { orphans } = bulk
-    for (const id of orphans.providers()) count(stats, 'provider', refreshProvider(id, stamp))
-    for (const id of orphans.providerGroups()) {
-      count(stats, 'providerGroup', refreshProviderGroup(id, stamp))
-    }
-    for (const id of orphans.enrollments()) count(stats, 'enrollment', refreshEnrollment(id, stamp))
-    for (const id of orphans.groupEnrollments()) {
-      count(stats, 'groupEnrollment', refreshGroupEnrollment(id, stamp))
-    }
-    for (const id of orphans.documents()) count(stats, 'document', refreshDocument(id, stamp))
-    for (const id of orphans.expirables()) count(stats, 'expirable', refreshExpirable(id, stamp))
   }
 
   function buildProviders(bulk: BulkReads, stamp: string, stats: DetailedRefreshStats): void {
