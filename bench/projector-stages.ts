@@ -13,9 +13,10 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import type { OrganizationTable } from '../schema/events.ts'
+import { controlTables, type OrganizationTable } from '../schema/events.ts'
 import { openControlFile } from '../projector/control-file.ts'
 import { decodeRecord, type RowChange } from '../projector/decode.ts'
+import { FILE_BATCH_RECORDS, LOAD_COMMIT_EVENTS } from '../projector/projector.ts'
 import { readRecordBatches } from '../projector/sources/file.ts'
 import { benchDataset } from './dataset.ts'
 
@@ -24,11 +25,9 @@ const targetEvents = Number(values.events)
 if (!Number.isSafeInteger(targetEvents) || targetEvents < 1)
   throw new Error('--events must be a positive integer')
 
-/** As the projector: the file source's batch, and an initial load's commit interval. */
-const BATCH_RECORDS = 5_000
-const COMMIT_EVENTS = 50_000
 const TARGET_EVENTS_PER_SECOND = 50_000
-const CONTROL_TABLES = new Set(['organizations', 'api_keys'])
+/** The dataset's topic prefix (scripts/dataset), the projector's default. */
+const TOPIC_PREFIX = 'product'
 
 const log = (line: string) => process.stderr.write(`${line}\n`)
 const { path } = await benchDataset(targetEvents, log)
@@ -38,7 +37,7 @@ const nanos = { readAndParse: 0n, decode: 0n, route: 0n }
 let events = 0
 let uncommitted = 0
 try {
-  const batches = readRecordBatches(path, BATCH_RECORDS)
+  const batches = readRecordBatches(path, FILE_BATCH_RECORDS)
   for (;;) {
     let started = process.hrtime.bigint()
     const next = await batches.next()
@@ -50,8 +49,8 @@ try {
     started = now
     const changes: Array<RowChange & { table: OrganizationTable }> = []
     for (const record of records) {
-      const decoded = decodeRecord(record, 'product')
-      if (decoded.kind === 'change' && !CONTROL_TABLES.has(decoded.change.table))
+      const decoded = decodeRecord(record, TOPIC_PREFIX)
+      if (decoded.kind === 'change' && !controlTables.has(decoded.change.table))
         changes.push(decoded.change as RowChange & { table: OrganizationTable })
     }
     now = process.hrtime.bigint()
@@ -68,7 +67,7 @@ try {
       }
     })
     uncommitted += records.length
-    if (uncommitted >= COMMIT_EVENTS) {
+    if (uncommitted >= LOAD_COMMIT_EVENTS) {
       control.commit()
       uncommitted = 0
     }

@@ -3,7 +3,7 @@
 // after it returns, so every effect is in a committed file before its offset is.
 import { readdirSync, statSync } from 'node:fs'
 import type { Logger } from 'pino'
-import type { ControlTable, OrganizationTable } from '../schema/events.ts'
+import { controlTables, type OrganizationTable } from '../schema/events.ts'
 import type { Generation } from '../src/layout.ts'
 import {
   buildInParallel,
@@ -109,8 +109,6 @@ export interface Applier {
   readonly control: ControlFile
   close(): void
 }
-
-const CONTROL_TABLES: ReadonlySet<string> = new Set<ControlTable>(['organizations', 'api_keys'])
 
 export function createApplier(options: ApplierOptions): Applier {
   const { generation, topicPrefix, logger } = options
@@ -328,7 +326,7 @@ export function createApplier(options: ApplierOptions): Applier {
             outcome.latestCommittedAtMs = committedAt
           }
 
-          if (CONTROL_TABLES.has(change.table)) {
+          if (controlTables.has(change.table)) {
             controlEvents.push({ change: change as ControlEvent['change'], origin })
             continue
           }

@@ -63,7 +63,9 @@ export interface Projector {
  * The page caches bound what a longer transaction holds in memory (SQLite spills the rest to the
  * WAL); what it costs is redelivery: a crash replays up to this many events, harmlessly.
  */
-const LOAD_COMMIT_EVENTS = 50_000
+export const LOAD_COMMIT_EVENTS = 50_000
+/** Records per batch read from a file (`runFile`). */
+export const FILE_BATCH_RECORDS = 5_000
 
 export function createProjector(deps: ProjectorDeps): Projector {
   const { config, logger } = deps
@@ -168,7 +170,10 @@ export function createProjector(deps: ProjectorDeps): Projector {
         peakRssMb: 0,
       }
       const started = process.hrtime.bigint()
-      for await (const records of readRecordBatches(path, options.batchSize ?? 5_000)) {
+      for await (const records of readRecordBatches(
+        path,
+        options.batchSize ?? FILE_BATCH_RECORDS,
+      )) {
         const t0 = process.hrtime.bigint()
         const outcome = a.applyBatch(records)
         appendDeadLetters(deadLetterFile, outcome.deadLetters)

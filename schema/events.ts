@@ -432,6 +432,10 @@ export const rowSchemas = {
 export type SourceTable = keyof typeof rowSchemas
 /** Tables whose rows live in control.db rather than in an organization file. */
 export type ControlTable = 'organizations' | 'api_keys'
+export const controlTables: ReadonlySet<string> = new Set<ControlTable>([
+  'organizations',
+  'api_keys',
+])
 export type TenantTable = Exclude<SourceTable, 'organizations'>
 export type OrganizationTable = Exclude<SourceTable, ControlTable>
 
