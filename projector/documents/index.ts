@@ -41,3 +41,12 @@ export {
 } from './builders.ts'
 export { contentHash, joinJsonObjects, parseStringArray, withUpdatedAt } from './json.ts'
 export { priorStampsFrom } from './prior-stamps.ts'
+export {
+  compareDocumentFiles,
+  comparedResources,
+  hasDifferences,
+  IDS_PER_LIST,
+  type ComparedResource,
+  type IdSample,
+  type ResourceDiff,
+} from './compare.ts'

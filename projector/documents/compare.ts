@@ -1,0 +1,125 @@
+// Comparing the served documents of two organization files by content, never by stamp: the
+// operators' dry run (a rebuild built aside against the live file) and `verify` (documents built
+// from PostgreSQL against the live file) both ask "which responses would differ?".
+//
+// Content is the stored hash of each response without `updatedAt` (providers: both variants, so
+// a change only keys with the sensitive scope see counts too). The actual file is attached to a
+// read-only connection of the expected one (an attached file takes the connection's read-only
+// flag) and both are read in one read transaction, so a live file the projector is writing
+// meanwhile is compared as of one committed state.
+import Database from 'better-sqlite3'
+
+/** The API's resources, named as their paths are (spec/api-v1.md section 4). */
+export const comparedResources = [
+  'providers',
+  'provider-groups',
+  'enrollments',
+  'group-enrollments',
+  'documents',
+  'expirables',
+] as const
+export type ComparedResource = (typeof comparedResources)[number]
+
+/** How many ids a diff has of one kind, and the first of them (in id order). */
+export interface IdSample {
+  count: number
+  ids: string[]
+}
+
+export interface ResourceDiff {
+  resource: ComparedResource
+  /** Documents in both files with the same content. */
+  equal: number
+  /** In both files, with different content. */
+  changed: IdSample
+  /** In the expected file only (a rebuild would add it; missing in the replica). */
+  appeared: IdSample
+  /** In the actual file only (a rebuild would remove it; extra in the replica). */
+  disappeared: IdSample
+}
+
+const documentTables: Record<ComparedResource, { table: string; content: string[] }> = {
+  providers: { table: 'doc_providers', content: ['hash', 'sensitive_hash'] },
+  'provider-groups': { table: 'doc_provider_groups', content: ['hash'] },
+  enrollments: { table: 'doc_enrollments', content: ['hash'] },
+  'group-enrollments': { table: 'doc_group_enrollments', content: ['hash'] },
+  documents: { table: 'doc_documents', content: ['hash'] },
+  expirables: { table: 'doc_expirables', content: ['hash'] },
+}
+
+/** Default number of ids listed of each kind. */
+export const IDS_PER_LIST = 20
+
+/**
+ * Compares the documents of `expectedPath` with those of `actualPath`, resource by resource. An
+ * absent `actualPath` (no such file: the organization is not in the replica) has no documents.
+ */
+export function compareDocumentFiles(
+  expectedPath: string,
+  actualPath: string | undefined,
+  options: { idsPerList?: number } = {},
+): ResourceDiff[] {
+  const limit = options.idsPerList ?? IDS_PER_LIST
+  const db = new Database(expectedPath, { readonly: true, fileMustExist: true })
+  try {
+    if (actualPath !== undefined) db.prepare('ATTACH DATABASE ? AS actual').run(actualPath)
+    const read = db.transaction(() =>
+      comparedResources.map((resource) => compareResource(db, resource, actualPath, limit)),
+    )
+    return read()
+  } finally {
+    db.close()
+  }
+}
+
+/** Whether any resource has a changed, appeared or disappeared document. */
+export function hasDifferences(diffs: readonly ResourceDiff[]): boolean {
+  return diffs.some((d) => d.changed.count + d.appeared.count + d.disappeared.count > 0)
+}
+
+function compareResource(
+  db: Database.Database,
+  resource: ComparedResource,
+  actualPath: string | undefined,
+  limit: number,
+): ResourceDiff {
+  const { table, content } = documentTables[resource]
+  const expected = `main.${table}`
+  if (actualPath === undefined) {
+    return {
+      resource,
+      equal: 0,
+      changed: { count: 0, ids: [] },
+      appeared: sample(db, `SELECT id FROM ${expected}`, limit),
+      disappeared: { count: 0, ids: [] },
+    }
+  }
+  const actual = `actual.${table}`
+  const differs = content.map((c) => `e.${c} IS NOT a.${c}`).join(' OR ')
+  const both = `${expected} e JOIN ${actual} a ON a.id = e.id`
+  return {
+    resource,
+    equal: db
+      .prepare(`SELECT count(*) FROM ${both} WHERE NOT (${differs})`)
+      .pluck()
+      .get() as number,
+    changed: sample(db, `SELECT e.id FROM ${both} WHERE ${differs}`, limit),
+    appeared: sample(
+      db,
+      `SELECT e.id FROM ${expected} e WHERE NOT EXISTS (SELECT 1 FROM ${actual} a WHERE a.id = e.id)`,
+      limit,
+    ),
+    disappeared: sample(
+      db,
+      `SELECT a.id FROM ${actual} a WHERE NOT EXISTS (SELECT 1 FROM ${expected} e WHERE e.id = a.id)`,
+      limit,
+    ),
+  }
+}
+
+function sample(db: Database.Database, idsQuery: string, limit: number): IdSample {
+  const count = db.prepare(`SELECT count(*) FROM (${idsQuery})`).pluck().get() as number
+  const ids =
+    count === 0 ? [] : (db.prepare(`${idsQuery} ORDER BY 1 LIMIT ?`).pluck().all(limit) as string[])
+  return { count, ids }
+}
