@@ -52,6 +52,8 @@ const projectorEnv = z.object({
   // Worker threads that build an initial load's documents beside the projector's own thread, one
   // organization each; 0: none. Each costs about 55 MB (its own V8 heap and modules).
   DOCUMENT_BUILD_WORKERS: z.coerce.number().int().min(0).max(64).default(1),
+  // Between two progress log lines of a long command when stderr is not a terminal (src/progress.ts).
+  PROGRESS_INTERVAL_MS: positiveInt.default(5_000),
 })
 
 export type ProjectorConfig = {
@@ -65,6 +67,7 @@ export type ProjectorConfig = {
   openFilesMax: number
   sqliteCacheBytes: number
   documentBuildWorkers: number
+  progressIntervalMs: number
 }
 
 /**
@@ -210,6 +213,7 @@ export function loadProjectorConfig(env: Env): ProjectorConfig {
     openFilesMax: e.OPEN_FILES_MAX,
     sqliteCacheBytes: e.SQLITE_CACHE_MB * 1024 * 1024,
     documentBuildWorkers: e.DOCUMENT_BUILD_WORKERS,
+    progressIntervalMs: e.PROGRESS_INTERVAL_MS,
   }
 }
 

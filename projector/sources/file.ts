@@ -56,10 +56,14 @@ const CHUNK_BYTES = 4 << 20
 const LF = 0x0a
 const CR = 0x0d
 
-/** Reads the file in batches of records; a bad line stops the run with its line number. */
+/**
+ * Reads the file in batches of records; a bad line stops the run with its line number.
+ * `onBytesRead` hears of each chunk's bytes once its lines are in batches (progress).
+ */
 export async function* readRecordBatches(
   path: string,
   batchSize: number,
+  onBytesRead?: (bytes: number) => void,
 ): AsyncGenerator<SourceRecord[]> {
   const reader = new LineReader()
   let batch: SourceRecord[] = []
@@ -124,6 +128,7 @@ export async function* readRecordBatches(
         const lf = chunk.indexOf(LF)
         if (lf === -1) {
           carry = Buffer.concat([carry, chunk])
+          onBytesRead?.(chunk.length)
           continue
         }
         const line = Buffer.concat([carry, chunk.subarray(0, lf)])
@@ -138,6 +143,7 @@ export async function* readRecordBatches(
         if (batch.length >= batchSize) yield* fullBatches()
       }
       if (start < chunk.length) carry = Buffer.from(chunk.subarray(start))
+      onBytesRead?.(chunk.length)
     }
     if (carry !== undefined) onSegment(carry, 0, carry.length, true)
     yield* fullBatches()

@@ -162,4 +162,12 @@ describe('loadProjectorConfig', () => {
       /DOCUMENT_BUILD_WORKERS: /,
     )
   })
+
+  it('logs progress every 5 s by default, configurable, and refuses 0', () => {
+    expect(loadProjectorConfig({}).progressIntervalMs).toBe(5_000)
+    expect(loadProjectorConfig({ PROGRESS_INTERVAL_MS: '250' }).progressIntervalMs).toBe(250)
+    expect(() => loadProjectorConfig({ PROGRESS_INTERVAL_MS: '0' })).toThrow(
+      /PROGRESS_INTERVAL_MS: /,
+    )
+  })
 })
