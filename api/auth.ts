@@ -9,6 +9,8 @@ import type { KeyRecord } from './replica.ts'
 export interface Principal {
   readonly keyId: string
   readonly organizationId: string
+  /** The organization's file when a per-organization rebuild replaced the default one. */
+  readonly organizationFile: string | null
   readonly scopes: ReadonlySet<Scope>
   readonly apiEnabled: boolean
   readonly billingStatus: string
@@ -77,6 +79,7 @@ export function authenticate(record: KeyRecord | undefined, nowMs: number): Prin
   return {
     keyId: record.id,
     organizationId: record.organizationId,
+    organizationFile: record.organizationFile,
     scopes: parseScopes(record.scopes),
     apiEnabled: record.apiEnabled !== 0,
     billingStatus: record.billingStatus,

@@ -17,6 +17,8 @@ import { OrganizationFiles } from './store.ts'
 export interface KeyRecord {
   id: string
   organizationId: string
+  /** control.db's organization_files entry: null for the default `<organizationId>.db`. */
+  organizationFile: string | null
   scopes: string
   expiresAt: string | null
   revokedAt: string | null
@@ -51,11 +53,13 @@ export class ServedGeneration {
     this.#lookup = control.prepare(
       `SELECT (SELECT group_concat(key) FROM replica_state
                 WHERE key IN ('caught_up_at', 'maintenance')) AS state,
-              k.id AS id, k.organization_id AS organizationId, k.scopes AS scopes,
+              k.id AS id, k.organization_id AS organizationId, f.file AS organizationFile,
+              k.scopes AS scopes,
               k.expires_at AS expiresAt, k.revoked_at AS revokedAt,
               o.api_enabled AS apiEnabled, o.billing_status AS billingStatus
          FROM (SELECT 1) LEFT JOIN api_keys k ON k.key_hash = ?
-              LEFT JOIN organizations o ON o.id = k.organization_id`,
+              LEFT JOIN organizations o ON o.id = k.organization_id
+              LEFT JOIN organization_files f ON f.organization_id = k.organization_id`,
     )
     this.organizations = new OrganizationFiles(gen, openFilesMax, log, pages)
   }
@@ -73,6 +77,7 @@ export class ServedGeneration {
         ? undefined
         : temporarilyUnavailable('the replica is loading its first snapshot; try again shortly')
     const { state: _state, ...key } = row
+    // organizationFile is nullable in KeyRecord: null stands for the default file.
     return { notReady, key: row.id === null ? undefined : (key as KeyRecord) }
   }
 

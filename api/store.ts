@@ -20,14 +20,27 @@ const DATA_VERSION: Sql = { sql: 'PRAGMA data_version', args: [] }
 /** The cache of a file opened without one (tests, tools): nothing is kept. */
 const NO_CACHE = new PageCache(0)
 
+/** An organization and the file control.db names for it (null: `<organizationId>.db`). */
+export interface OrganizationRef {
+  readonly organizationId: string
+  readonly organizationFile: string | null
+}
+
 export class OrganizationFile {
+  /** The file's name as control.db named it when it was opened (null: the default name). */
+  readonly name: string | null
   /** List pages read from this file, valid for one `dataVersion` of it. */
   readonly pages: FilePages
   readonly #db: SqliteDatabase
   readonly #statements = new Map<string, Statement>()
   readonly #inTransaction: (read: () => unknown) => unknown
 
-  constructor(db: SqliteDatabase, pages: FilePages = NO_CACHE.forFile()) {
+  constructor(
+    db: SqliteDatabase,
+    pages: FilePages = NO_CACHE.forFile(),
+    name: string | null = null,
+  ) {
+    this.name = name
     this.#db = db
     this.pages = pages
     // Made once per file: better-sqlite3 prepares its BEGIN and COMMIT with it.
@@ -118,12 +131,21 @@ export class OrganizationFiles {
   /**
    * Runs `read` against the organization's file. Any SQLite failure (file missing, not a
    * database, corrupt, schema missing) closes the handle and becomes 503 api_unavailable.
+   *
+   * A per-organization rebuild points the organization at a new file (control.db, read with the
+   * key on every request): a handle on the file it replaced is closed and the new one opened.
+   * Reads are synchronous, so no request is still reading the old handle.
    */
-  read<T>(organizationId: string, read: (file: OrganizationFile) => T): T {
+  read<T>(organization: OrganizationRef, read: (file: OrganizationFile) => T): T {
+    const { organizationId, organizationFile } = organization
     let file = this.#open.get(organizationId)
+    if (file !== undefined && file.name !== organizationFile) {
+      this.#forget(organizationId)
+      file = undefined
+    }
     try {
       if (file === undefined) {
-        file = this.#openFile(organizationId)
+        file = this.#openFile(organizationId, organizationFile)
       } else {
         this.#open.delete(organizationId)
         this.#open.set(organizationId, file)
@@ -140,15 +162,15 @@ export class OrganizationFiles {
     }
   }
 
-  #openFile(organizationId: string): OrganizationFile {
+  #openFile(organizationId: string, name: string | null): OrganizationFile {
     if (!isOrganizationId(organizationId)) throw new UnusableFile('not an organization id')
     let db: SqliteDatabase
     try {
-      db = openForReading(this.#generation.organizationPath(organizationId))
+      db = openForReading(this.#generation.organizationPath(organizationId, name))
     } catch (error) {
       throw new UnusableFile('cannot open the organization file', { cause: error })
     }
-    const file = new OrganizationFile(db, this.#pages.forFile())
+    const file = new OrganizationFile(db, this.#pages.forFile(), name)
     this.#open.set(organizationId, file)
     while (this.#open.size > this.#max) {
       const [oldest] = this.#open.keys()

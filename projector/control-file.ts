@@ -1,6 +1,8 @@
 // control.db as the projector writes it: organizations and API keys (the api's first stop on
 // every request), the routing index (source row -> organization) that lets a delete carrying only
 // its key reach the right file, and the replica's readiness.
+import Database from 'better-sqlite3'
+import { existsSync } from 'node:fs'
 import * as tables from '../schema/control-db.ts'
 import type { ControlTable, OrganizationTable } from '../schema/events.ts'
 import { heldTransaction, openForWriting, setCacheKiB, type SqliteDatabase } from '../src/sqlite.ts'
@@ -44,6 +46,13 @@ export interface ControlFile {
     offsetGuard: boolean,
     tally: Tally,
   ): { organizations: string[] }
+  /**
+   * The file an organization's data is in, when a per-organization rebuild replaced the default
+   * one (src/layout.ts); undefined: `<organizationId>.db`.
+   */
+  organizationFile(organizationId: string): string | undefined
+  /** Points the organization at another file of its own, in one statement (handover.ts). */
+  setOrganizationFile(organizationId: string, file: string): void
   /** Records, once, that the replica has caught up with its source. */
   markCaughtUp(now: Date): void
   caughtUpAt(): string | undefined
@@ -55,6 +64,28 @@ export interface ControlFile {
   setCacheKiB(kib: number): void
   close(): void
   readonly db: SqliteDatabase
+}
+
+/**
+ * The organizations whose file is not the default one (organization_files), read once from a
+ * generation's control.db: a rebuild reads the stamps of the generation it replaces from them.
+ */
+export function readOrganizationFiles(path: string): Map<string, string> {
+  if (!existsSync(path)) return new Map()
+  const db = new Database(path, { readonly: true, fileMustExist: true })
+  try {
+    const hasTable = db
+      .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'organization_files'`)
+      .get()
+    if (hasTable === undefined) return new Map()
+    const rows = db.prepare('SELECT organization_id, file FROM organization_files').all() as Array<{
+      organization_id: string
+      file: string
+    }>
+    return new Map(rows.map((r) => [r.organization_id, r.file]))
+  } finally {
+    db.close()
+  }
 }
 
 export function openControlFile(path: string): ControlFile {
@@ -87,6 +118,15 @@ export function openControlFile(path: string): ControlFile {
   )
   const putStateOnce = db.prepare<[string, string]>(
     'INSERT INTO replica_state (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING',
+  )
+
+  const getOrganizationFile = db.prepare<[string], string>(
+    'SELECT file FROM organization_files WHERE organization_id = ?',
+  )
+  getOrganizationFile.pluck()
+  const putOrganizationFile = db.prepare<[string, string]>(
+    `INSERT INTO organization_files (organization_id, file) VALUES (?, ?)
+     ON CONFLICT (organization_id) DO UPDATE SET file = excluded.file`,
   )
 
   const appliedOffsets = new Map<string, number>()
@@ -158,6 +198,9 @@ export function openControlFile(path: string): ControlFile {
       return organizationCodes.idOf(routed)
     },
     applyEvents,
+    organizationFile: (organizationId) => getOrganizationFile.get(organizationId),
+    setOrganizationFile: (organizationId, file) =>
+      void putOrganizationFile.run(organizationId, file),
     markCaughtUp(now) {
       putStateOnce.run('caught_up_at', now.toISOString())
     },

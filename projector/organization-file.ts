@@ -70,6 +70,8 @@ export interface OrganizationFile {
   apply(events: readonly OrganizationEvent[], now: Date, tally: Tally): OrganizationApplyResult
   /** Whether documents follow each batch (true unless deferred and not built yet). */
   readonly documentsLive: boolean
+  /** The newest stamp a document of this file carries; stamps never go back (stamp.ts). */
+  readonly lastStamp: string | undefined
   /**
    * Builds every document from the mirror in one transaction, unless they are live already, and
    * from then on keeps them up to date batch by batch.
@@ -189,6 +191,9 @@ export function openOrganizationFile(
     path,
     get documentsLive() {
       return documentsLive
+    },
+    get lastStamp() {
+      return lastStamp
     },
     buildDocuments(now) {
       if (documentsLive) return { rewritten: 0, unchanged: 0, removed: 0 }

@@ -85,6 +85,17 @@ export const appliedOffsets = sqliteTable(
 )
 
 /**
+ * The file that holds an organization's data, when it is not the default `<organizationId>.db`:
+ * a per-organization rebuild builds a new file aside (`<organizationId>.<version>.db`) and the
+ * projector points the organization at it (projector/handover.ts). SQLite files must not be
+ * renamed over while open, so a swap is a new name, and readers follow this row.
+ */
+export const organizationFiles = sqliteTable('organization_files', {
+  organizationId: text('organization_id').primaryKey(),
+  file: text('file').notNull(),
+})
+
+/**
  * Replica-wide state. Keys:
  * - `caught_up_at`: when the replica first caught up (Kafka: lag zero on every partition once;
  *   file: the file applied). Until it is set the api answers 503 api_temporarily_unavailable.

@@ -3,6 +3,12 @@
 //   <DATA_DIR>/CURRENT                         name of the generation the api serves
 //   <DATA_DIR>/generations/<name>/control.db   organizations, api keys, routing, readiness
 //   <DATA_DIR>/generations/<name>/orgs/<organizationId>.db
+//   <DATA_DIR>/generations/<name>/orgs/<organizationId>.<version>.db  after a per-organization
+//                                              rebuild (control.db's organization_files names it)
+//   <DATA_DIR>/generations/<name>/handovers/<organizationId>.json  a rebuilt file waiting for
+//                                              the live projector to take it (projector/handover.ts)
+//   <DATA_DIR>/rebuilds/<run>/                 a per-organization rebuild or dry run at work
+//   <DATA_DIR>/rebuild.lock                    who is rebuilding (one rebuild at a time)
 //   <DATA_DIR>/dead-letters.ndjson             dead letters of file-source runs
 //
 // A rebuild replays the topics into a new generation and swaps CURRENT atomically (write a
@@ -12,13 +18,22 @@ import { join } from 'node:path'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const GENERATION_NAME = /^[A-Za-z0-9_-]{1,64}$/
+/** `<organizationId>.db` or `<organizationId>.<version>.db`. */
+const ORGANIZATION_FILE =
+  /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})(?:\.([A-Za-z0-9_-]{1,64}))?\.db$/
 
 export interface Generation {
   readonly name: string
   readonly dir: string
   readonly controlPath: string
   readonly organizationsDir: string
-  organizationPath(organizationId: string): string
+  /** Where rebuilt files wait for the live projector (projector/handover.ts). */
+  readonly handoversDir: string
+  /**
+   * The path of an organization's file: `file` as control.db's organization_files names it, or
+   * the default `<organizationId>.db` when it names none.
+   */
+  organizationPath(organizationId: string, file?: string | null): string
 }
 
 export function isOrganizationId(value: string): boolean {
@@ -34,14 +49,36 @@ export function generation(dataDir: string, name: string): Generation {
     dir,
     controlPath: join(dir, 'control.db'),
     organizationsDir,
-    organizationPath(organizationId) {
+    handoversDir: join(dir, 'handovers'),
+    organizationPath(organizationId, file) {
       // The id becomes a file name: only a canonical uuid may, so no path can escape the folder.
       if (!isOrganizationId(organizationId)) {
         throw new Error(`not an organization id: ${JSON.stringify(organizationId)}`)
       }
-      return join(organizationsDir, `${organizationId}.db`)
+      if (file === undefined || file === null) return join(organizationsDir, `${organizationId}.db`)
+      if (parseOrganizationFileName(file)?.organizationId !== organizationId) {
+        throw new Error(`not a file of organization ${organizationId}: ${JSON.stringify(file)}`)
+      }
+      return join(organizationsDir, file)
     },
   }
+}
+
+/** The file name of an organization's file of `version` (none: the default name). */
+export function organizationFileName(organizationId: string, version?: string): string {
+  const name = version === undefined ? `${organizationId}.db` : `${organizationId}.${version}.db`
+  if (parseOrganizationFileName(name) === undefined) {
+    throw new Error(`invalid organization file name: ${JSON.stringify(name)}`)
+  }
+  return name
+}
+
+/** The organization (and version) of an organization file's name; undefined for any other name. */
+export function parseOrganizationFileName(
+  name: string,
+): { organizationId: string; version: string | undefined } | undefined {
+  const match = ORGANIZATION_FILE.exec(name)
+  return match === null ? undefined : { organizationId: match[1]!, version: match[2] }
 }
 
 export function currentGenerationName(dataDir: string): string | undefined {

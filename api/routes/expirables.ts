@@ -14,7 +14,7 @@ export function expirableRoutes(app: FastifyInstance, ctx: RouteContext): void {
     const today = utcDate(ctx.clock.now())
     const lastDay = addDays(today, query.filters.withinDays ?? WITHIN_DAYS.default)
     const sql = expirablesSql(today, lastDay, after, query.limit + 1)
-    const rows = served.organizations.read(principal.organizationId, (file) => file.rows(sql))
+    const rows = served.organizations.read(principal, (file) => file.rows(sql))
     const page = rows.slice(0, query.limit)
     const last = page[page.length - 1]
     const next =

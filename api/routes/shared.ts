@@ -117,15 +117,14 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
       const cursor = next === undefined ? null : encodeCursor(ctx.cursorSecret, binding, next)
       return listBody(bodies, cursor, allocate)
     }
-    const { organizationId } = principal
     if (!ctx.cachePages) {
-      const page = served.organizations.read(organizationId, read)
+      const page = served.organizations.read(principal, read)
       return sendBuilt(ctx, reply, (allocate) => envelope(page, allocate))
     }
     const key = listPageKey(binding, after, query.limit)
     // A body that may be cached is built in a buffer of its own: a slab is reused once its
     // response is done, a cached body is sent again and again.
-    const { body, hit } = served.organizations.read(organizationId, (file) =>
+    const { body, hit } = served.organizations.read(principal, (file) =>
       file.cachedPage(key, () => envelope(read(file), ownedBuffer)),
     )
     ctx.metrics.pageCacheLookup(hit)
@@ -142,7 +141,7 @@ export function registerDetail(app: FastifyInstance, collection: Collection) {
       const invalid = parseNoParams(rawQueryOf(request.url))
       if (invalid !== undefined) throw invalid
       const sql = detailSql(collection, viewOf(collection, principal), request.params.id)
-      const body = served.organizations.read(principal.organizationId, (file) => file.value(sql))
+      const body = served.organizations.read(principal, (file) => file.value(sql))
       if (typeof body !== 'string') throw notFound()
       return sendJson(reply, detailBody(body))
     },

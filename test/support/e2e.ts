@@ -9,7 +9,8 @@ import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { changeTopics } from '../../projector/sources/kafka.ts'
-import { currentGeneration } from '../../src/layout.ts'
+import { currentGeneration, parseOrganizationFileName } from '../../src/layout.ts'
+import { readOrganizationFiles } from '../../projector/control-file.ts'
 import { startConnect, type StartedConnect } from '../harness/connect.ts'
 import {
   createTopics,
@@ -318,11 +319,17 @@ export function servedState(dataDir: string): Map<string, string> {
   }
   read(generation.controlPath, 'control', () => ['organizations', 'api_keys'])
   if (existsSync(generation.organizationsDir)) {
-    for (const name of readdirSync(generation.organizationsDir).sort()) {
-      if (!name.endsWith('.db')) continue
+    // The file each organization is served from (a per-organization rebuild gives it a new one).
+    const files = readOrganizationFiles(generation.controlPath)
+    const organizations = new Set(
+      readdirSync(generation.organizationsDir).flatMap(
+        (name) => parseOrganizationFileName(name)?.organizationId ?? [],
+      ),
+    )
+    for (const organizationId of [...organizations].sort()) {
       read(
-        join(generation.organizationsDir, name),
-        name,
+        generation.organizationPath(organizationId, files.get(organizationId)),
+        `${organizationId}.db`,
         (db) =>
           db
             .prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'doc_*'`)

@@ -15,6 +15,7 @@ const now = Date.parse('2026-06-01T00:00:00.000Z')
 const record: KeyRecord = {
   id: 'key-1',
   organizationId: 'org-1',
+  organizationFile: null,
   scopes: '["providers:read"]',
   expiresAt: null,
   revokedAt: null,
