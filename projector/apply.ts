@@ -4,7 +4,8 @@
 import { readdirSync, statSync } from 'node:fs'
 import type { Logger } from 'pino'
 import { controlTables, type OrganizationTable } from '../schema/events.ts'
-import type { Generation } from '../src/layout.ts'
+import { parseOrganizationFileName, type Generation } from '../src/layout.ts'
+import { openForWriting } from '../src/sqlite.ts'
 import {
   buildInParallel,
   type BuildJob,
@@ -13,14 +14,21 @@ import {
 } from './build-pool.ts'
 import { cacheShares, MIN_CACHE_KIB } from './cache-budget.ts'
 import { collectGarbage } from './collect-garbage.ts'
-import { openControlFile, type ControlEvent, type ControlFile } from './control-file.ts'
+import {
+  openControlFile,
+  readOrganizationFiles,
+  type ControlEvent,
+  type ControlFile,
+} from './control-file.ts'
 import { decodeRecord, type BadEventReason, type RowChange, type SourceRecord } from './decode.ts'
 import type { DocumentKind, RefreshStats } from './documents/index.ts'
+import { restampAgainstLive } from './documents/restamp.ts'
 import {
   openOrganizationFile,
   type OrganizationEvent,
   type OrganizationFile,
 } from './organization-file.ts'
+import { nextStamp } from './stamp.ts'
 
 export interface DeadLetter {
   record: SourceRecord
@@ -73,6 +81,11 @@ export interface ApplierOptions {
   documentBuildWorkers?: number
   /** A rebuild's previous generation, whose stamps unchanged documents keep (`priorStamp`). */
   previousGeneration?: Generation
+  /**
+   * A per-organization rebuild: only these organizations' rows are kept (and routed); every
+   * other row is skipped, unless it moves out of one of them. Absent: every organization.
+   */
+  onlyOrganizations?: ReadonlySet<string>
   clock?: () => Date
   priorStamp?: (
     organizationId: string,
@@ -104,6 +117,16 @@ export interface Applier {
    * recording the catch-up.
    */
   stopBuilding(): void
+  /**
+   * Makes `file` (a rebuilt file of the organization, in this generation's folder) the
+   * organization's file: its documents keep the current file's stamps where their content is the
+   * same and take a new stamp, after every stamp handed out, where it is not; then control.db
+   * points the organization at it, for the api and this applier alike. Between batches only.
+   * Returns how many document variants took the new stamp.
+   */
+  replaceOrganizationFile(organizationId: string, file: string): number
+  /** The organizations that have a file in this generation. */
+  knownOrganizations(): string[]
   /** Whether the replica has caught up with its source (recorded by `markCaughtUp`). */
   readonly caughtUp: boolean
   readonly control: ControlFile
@@ -123,6 +146,7 @@ export function createApplier(options: ApplierOptions): Applier {
   const stopBuilds = new AbortController()
   const stopping = () => closed || stopBuilds.signal.aborted
   let caughtUp = control.caughtUpAt() !== undefined
+  const only = options.onlyOrganizations
   /** Events applied in the transactions held open since the last commit (initial load). */
   let uncommittedEvents = 0
   const holdsTransactions = () =>
@@ -156,7 +180,11 @@ export function createApplier(options: ApplierOptions): Applier {
       return file
     }
     const prior = options.priorStamp
-    file = openOrganizationFile(organizationId, generation.organizationPath(organizationId), {
+    const path = generation.organizationPath(
+      organizationId,
+      control.organizationFile(organizationId),
+    )
+    file = openOrganizationFile(organizationId, path, {
       offsetGuard: options.offsetGuard,
       deferDocuments: options.deferDocumentsUntilCaughtUp === true && !caughtUp,
       ...(prior === undefined ? {} : { priorStamp: (k, id, h) => prior(organizationId, k, id, h) }),
@@ -172,9 +200,13 @@ export function createApplier(options: ApplierOptions): Applier {
   }
 
   function knownOrganizations(): string[] {
-    return readdirSync(generation.organizationsDir)
-      .filter((f) => f.endsWith('.db'))
-      .map((f) => f.slice(0, -3))
+    // A rebuilt file (`<id>.<version>.db`) may lie beside the one it replaced until it is removed.
+    const organizations = new Set<string>()
+    for (const name of readdirSync(generation.organizationsDir)) {
+      const parsed = parseOrganizationFileName(name)
+      if (parsed !== undefined) organizations.add(parsed.organizationId)
+    }
+    return [...organizations]
   }
 
   /**
@@ -185,14 +217,20 @@ export function createApplier(options: ApplierOptions): Applier {
   async function buildInParallelLanes(workers: number, built: RefreshStats): Promise<void> {
     const now = clock().toISOString()
     const jobs: Array<BuildJob & { bytes: number }> = []
+    const previous = options.previousGeneration
+    const previousFiles =
+      previous === undefined ? undefined : readOrganizationFiles(previous.controlPath)
     for (const organizationId of knownOrganizations()) {
       const file = organizationFile(organizationId)
       if (file.documentsLive) continue
       // A worker may write the file: this thread's handle (and what it remembers) goes.
       files.delete(organizationId)
       file.close()
-      const path = generation.organizationPath(organizationId)
-      const previousPath = options.previousGeneration?.organizationPath(organizationId)
+      const path = file.path
+      const previousPath = previous?.organizationPath(
+        organizationId,
+        previousFiles?.get(organizationId),
+      )
       jobs.push({
         organizationId,
         path,
@@ -267,10 +305,54 @@ export function createApplier(options: ApplierOptions): Applier {
     uncommittedEvents = 0
   }
 
+  function replaceOrganizationFile(organizationId: string, replacement: string): number {
+    commitAll()
+    const current = organizationFile(organizationId)
+    const currentPath = current.path
+    const currentLastStamp = current.lastStamp
+    files.delete(organizationId)
+    current.close()
+    const path = generation.organizationPath(organizationId, replacement)
+    const db = openForWriting(path, 'organization')
+    try {
+      db.prepare('ATTACH DATABASE ? AS live').run(currentPath)
+      const lastStamp = db
+        .prepare(`SELECT value FROM replica_meta WHERE key = 'last_stamp'`)
+        .pluck()
+        .get() as string | undefined
+      const later = [lastStamp, currentLastStamp]
+        .filter((s) => s !== undefined)
+        .sort()
+        .at(-1)
+      const stamp = nextStamp(clock(), later)
+      const restamp = db.transaction(() => {
+        const stamped = restampAgainstLive(db, stamp)
+        const last = stamped > 0 ? stamp : later
+        if (last !== undefined) {
+          db.prepare(
+            `INSERT INTO replica_meta (key, value) VALUES ('last_stamp', ?)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value`,
+          ).run(last)
+        }
+        return stamped
+      })
+      const stamped = restamp()
+      db.prepare('DETACH DATABASE live').run()
+      control.transaction(() => control.setOrganizationFile(organizationId, replacement))
+      return stamped
+    } finally {
+      db.close()
+    }
+  }
+
   return {
     control,
 
     commit: commitAll,
+
+    replaceOrganizationFile,
+
+    knownOrganizations,
 
     buildInProgress: () => buildOnThreads,
 
@@ -349,6 +431,13 @@ export function createApplier(options: ApplierOptions): Applier {
             continue
           }
           const organizationId = (orgChange.row as { organization_id: string }).organization_id
+          // Rebuilding some organizations: another's row matters only if it moves out of one.
+          if (only !== undefined && !only.has(organizationId)) {
+            if (control.routeOf(orgChange.table, orgChange.id) === undefined) {
+              outcome.skipped++
+              continue
+            }
+          }
           const movedFrom = control.route(orgChange.table, orgChange.id, organizationId)
           if (movedFrom !== undefined) {
             // The row moved to another organization: it leaves the old file.
@@ -368,7 +457,14 @@ export function createApplier(options: ApplierOptions): Applier {
       try {
         if (holding) control.begin()
         const controlResult = control.transaction(decodeAndRoute)
-        for (const organizationId of controlResult.organizations) organizationFile(organizationId)
+        for (const organizationId of controlResult.organizations) {
+          if (only === undefined || only.has(organizationId)) organizationFile(organizationId)
+        }
+        if (only !== undefined) {
+          for (const organizationId of byOrganization.keys()) {
+            if (!only.has(organizationId)) byOrganization.delete(organizationId)
+          }
+        }
 
         const now = clock()
         for (const [organizationId, events] of byOrganization) {

@@ -3,8 +3,7 @@
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import type { ProjectorConfig } from '../src/config.ts'
-import Database from 'better-sqlite3'
-import { existsSync, realpathSync, renameSync } from 'node:fs'
+import { existsSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs'
 import {
   currentGeneration,
   deadLetterFilePath,
@@ -14,11 +13,13 @@ import {
   publishGeneration,
   type Generation,
 } from '../src/layout.ts'
-import { priorStampsFrom, type PriorStamp } from './documents/index.ts'
+import type { Progress } from '../src/progress.ts'
 import { buildAdmin } from './admin.ts'
 import { createApplier, type Applier, type BatchOutcome } from './apply.ts'
 import { appendDeadLetters } from './dead-letters.ts'
 import { createProjectorMetrics, type ProjectorMetrics } from './metrics.ts'
+import { openPriorGeneration, type PriorGeneration } from './rebuild/prior-stamps.ts'
+import { claimHandovers, completeHandover, type HandoverRequest } from './rebuild/handover.ts'
 import { readRecordBatches } from './sources/file.ts'
 import { createKafkaSource, type KafkaSource } from './sources/kafka.ts'
 
@@ -44,14 +45,22 @@ export interface FileRunSummary {
 export interface Projector {
   readonly generation: Generation
   readonly metrics: ProjectorMetrics
-  /** Applies an NDJSON file of Kafka records, then marks the replica caught up. */
-  runFile(path: string, options?: { batchSize?: number }): Promise<FileRunSummary>
+  /**
+   * Applies an NDJSON file of Kafka records, then marks the replica caught up. `progress` counts
+   * the file's bytes read (its total: the file's size), and is done once the file is read.
+   */
+  runFile(
+    path: string,
+    options?: { batchSize?: number; progress?: Progress },
+  ): Promise<FileRunSummary>
   /**
    * Consumes Kafka until `stop`; serves the admin port meanwhile. With `rebuild`, consumes every
    * topic from the beginning into a new generation with a fresh consumer group, keeping the
    * stamps of unchanged documents, and makes it the served generation once caught up.
+   * `progress` counts the events consumed until caught up (its total: the topics' end offsets
+   * at start, right for a fresh consumer group, as a rebuild's is).
    */
-  startKafka(options?: { rebuild?: boolean }): Promise<void>
+  startKafka(options?: { rebuild?: boolean; progress?: Progress }): Promise<void>
   /** Graceful: finishes the batch in hand, commits, closes files. */
   stop(): Promise<void>
   /** The admin port's address once listening (Kafka mode). */
@@ -66,6 +75,11 @@ export interface Projector {
 export const LOAD_COMMIT_EVENTS = 50_000
 /** Records per batch read from a file (`runFile`). */
 export const FILE_BATCH_RECORDS = 5_000
+/**
+ * How long a file replaced by a per-organization rebuild stays on disk: the api moves to the new
+ * one at its next request for the organization, and never opens the old one again.
+ */
+const REPLACED_FILE_GRACE_MS = 60_000
 
 export function createProjector(deps: ProjectorDeps): Projector {
   const { config, logger } = deps
@@ -76,15 +90,15 @@ export function createProjector(deps: ProjectorDeps): Projector {
   let source: KafkaSource | undefined
   let admin: FastifyInstance | undefined
   let ready = false
-  const previousFiles = new Map<string, Database.Database>()
   /**
-   * Set once a rebuild is published: from then on documents change from their own stored state,
-   * and the previous generation's handles are closed (it may be removed).
+   * The generation a rebuild replaces, for the stamps of unchanged documents; closed once the
+   * rebuild is published (from then on documents change from their own stored state).
    */
-  let previousRetired = false
+  let prior: PriorGeneration | undefined
 
   function openApplier(offsetGuard: boolean, previous?: Generation): Applier {
-    const priorStamp = previous === undefined ? undefined : priorStampFrom(previous)
+    if (previous !== undefined) prior = openPriorGeneration(previous)
+    const priorStamp = prior === undefined ? undefined : prior.priorStamp.bind(prior)
     applier ??= createApplier({
       generation,
       topicPrefix: config.topicPrefix,
@@ -104,29 +118,32 @@ export function createProjector(deps: ProjectorDeps): Projector {
     return applier
   }
 
-  /** Stamps of the generation being replaced, one read-only handle per organization file. */
-  function priorStampFrom(previous: Generation) {
-    const stamps = new Map<string, PriorStamp | null>()
-    return (organizationId: string, ...rest: Parameters<PriorStamp>) => {
-      if (previousRetired) return undefined
-      let stamp = stamps.get(organizationId)
-      if (stamp === undefined) {
-        const path = previous.organizationPath(organizationId)
-        if (existsSync(path)) {
-          const db = new Database(path, { readonly: true, fileMustExist: true })
-          previousFiles.set(organizationId, db)
-          stamp = priorStampsFrom(db)
-        } else stamp = null
-        stamps.set(organizationId, stamp)
-      }
-      return stamp === null ? undefined : stamp(...rest)
-    }
+  function retirePrevious(): void {
+    prior?.close()
   }
 
-  function retirePrevious(): void {
-    previousRetired = true
-    for (const db of previousFiles.values()) db.close()
-    previousFiles.clear()
+  /** Swaps in rebuilt organization files (rebuild/handover.ts), between two batches. */
+  function takeHandovers(requests: readonly HandoverRequest[]): void {
+    const a = applier!
+    for (const request of requests) {
+      const { organizationId, file } = request
+      const current = a.control.organizationFile(organizationId)
+      // Taken already, by a run that stopped before removing the request.
+      if (current === file) {
+        completeHandover(generation, organizationId)
+        continue
+      }
+      const replaced = generation.organizationPath(organizationId, current)
+      const restamped = a.replaceOrganizationFile(organizationId, file)
+      completeHandover(generation, organizationId)
+      logger.info(
+        { organizationId, file, restamped, requestedBy: request.requestedBy },
+        'now serving a rebuilt organization file',
+      )
+      setTimeout(() => {
+        for (const suffix of ['', '-wal', '-shm']) rmSync(`${replaced}${suffix}`, { force: true })
+      }, REPLACED_FILE_GRACE_MS).unref()
+    }
   }
 
   const onBatch = (outcome: BatchOutcome, seconds: number) => {
@@ -170,30 +187,36 @@ export function createProjector(deps: ProjectorDeps): Projector {
         peakRssMb: 0,
       }
       const started = process.hrtime.bigint()
-      for await (const records of readRecordBatches(
-        path,
-        options.batchSize ?? FILE_BATCH_RECORDS,
-      )) {
-        const t0 = process.hrtime.bigint()
-        const outcome = a.applyBatch(records)
-        appendDeadLetters(deadLetterFile, outcome.deadLetters)
-        for (const letter of outcome.deadLetters) {
-          logger.warn(
-            {
-              topic: letter.record.topic,
-              partition: letter.record.partition,
-              offset: letter.record.offset,
-              reason: letter.reason,
-              error: letter.message,
-            },
-            'dead-lettered a change event',
-          )
+      const { progress } = options
+      progress?.setTotal(statSync(path).size)
+      const batches = readRecordBatches(path, options.batchSize ?? FILE_BATCH_RECORDS, (bytes) =>
+        progress?.add(bytes),
+      )
+      try {
+        for await (const records of batches) {
+          const t0 = process.hrtime.bigint()
+          const outcome = a.applyBatch(records)
+          appendDeadLetters(deadLetterFile, outcome.deadLetters)
+          for (const letter of outcome.deadLetters) {
+            logger.warn(
+              {
+                topic: letter.record.topic,
+                partition: letter.record.partition,
+                offset: letter.record.offset,
+                reason: letter.reason,
+                error: letter.message,
+              },
+              'dead-lettered a change event',
+            )
+          }
+          onBatch(outcome, Number(process.hrtime.bigint() - t0) / 1e9)
+          summary.records += records.length
+          summary.deadLettered += outcome.deadLetters.length
+          summary.skipped += outcome.skipped
+          for (const byOutcome of outcome.events.values()) summary.applied += byOutcome.applied ?? 0
         }
-        onBatch(outcome, Number(process.hrtime.bigint() - t0) / 1e9)
-        summary.records += records.length
-        summary.deadLettered += outcome.deadLetters.length
-        summary.skipped += outcome.skipped
-        for (const byOutcome of outcome.events.values()) summary.applied += byOutcome.applied ?? 0
+      } finally {
+        progress?.done()
       }
       await caughtUp()
       summary.seconds = Number(process.hrtime.bigint() - started) / 1e9
@@ -241,6 +264,8 @@ export function createProjector(deps: ProjectorDeps): Projector {
         onBatch,
         onLag: (topic, partition, lag) => metrics.setLag(topic, partition, lag),
         onCaughtUp,
+        handovers: { pending: () => claimHandovers(generation, logger), take: takeHandovers },
+        progress: options.progress,
       })
       await source.start()
     },

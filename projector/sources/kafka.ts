@@ -6,21 +6,28 @@ import {
   logLevel as kafkaLogLevel,
   type Admin,
   type Consumer,
+  type EachBatchPayload,
   type Producer,
   type KafkaConfig,
 } from 'kafkajs'
 import type { Logger } from 'pino'
 import { sourceTables } from '../../schema/events.ts'
+import type { Progress } from '../../src/progress.ts'
 import type { Applier, BatchOutcome } from '../apply.ts'
 import { deadLetterHeaders, deadLetterValue } from '../dead-letters.ts'
 import type { SourceRecord } from '../decode.ts'
+import { handoverSeeks, type HandoverRequest } from '../rebuild/handover.ts'
 
 export interface KafkaSourceOptions {
   brokers: string[]
   clientId: string
   groupId: string
   topicPrefix: string
-  deadLetterTopic: string
+  /**
+   * Where bad events go; absent: they are only counted (a rebuild's replay meets the events the
+   * live projector dead-lettered already).
+   */
+  deadLetterTopic?: string
   applier: Applier
   logger: Logger
   onBatch: (outcome: BatchOutcome, seconds: number) => void
@@ -29,6 +36,20 @@ export interface KafkaSourceOptions {
   onCaughtUp: () => Promise<void>
   /** How often to compare committed offsets with the topics' ends (lag metric, readiness). */
   lagIntervalMs?: number
+  /**
+   * Rebuilt organization files waiting for this projector (rebuild/handover.ts): once caught up,
+   * looked for before every batch, and every `handoverIntervalMs` while no batch comes.
+   */
+  handovers?: {
+    pending(): HandoverRequest[]
+    take(requests: readonly HandoverRequest[]): void
+  }
+  handoverIntervalMs?: number
+  /**
+   * Counts the events consumed until caught up, out of the topics' end offsets at the first
+   * connection: every event there is for a fresh consumer group (a rebuild).
+   */
+  progress?: Progress | undefined
 }
 
 export interface KafkaSource {
@@ -64,7 +85,64 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   let lagCheckAgain = false
   /** Offsets of batches applied, by partition, not committed to Kafka yet (their files may not be). */
   const uncommitted = new Map<string, { topic: string; partition: number; offset: string }>()
+  /** The next offset to read of each partition this process has applied a batch of. */
+  const position = new Map<string, bigint>()
   let lastCommitAt = Date.now()
+  let progressTotalSet = false
+  let handoverTimer: NodeJS.Timeout | undefined
+  /** Batches and hand-overs take turns: a hand-over swaps a file between two batches. */
+  let turn: Promise<unknown> = Promise.resolve()
+  function exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const next = turn.then(work)
+    turn = next.catch(() => undefined)
+    return next
+  }
+
+  /** This consumer's next offset per partition: what it applied, else what its group committed. */
+  async function nextOffsets(): Promise<Map<string, bigint>> {
+    const next = new Map(position)
+    const committed = await admin!.fetchOffsets({ groupId: options.groupId, topics })
+    for (const { topic, partitions } of committed) {
+      for (const { partition, offset } of partitions) {
+        const key = `${topic}\u0000${partition}`
+        if (offset !== '-1' && !next.has(key)) next.set(key, BigInt(offset))
+      }
+    }
+    return next
+  }
+
+  /**
+   * Takes the rebuilt files waiting (rebuild/handover.ts has the protocol). True when it sent the
+   * consumer back to an earlier position: the batch in hand is stale then.
+   */
+  async function takeHandovers(): Promise<boolean> {
+    const handovers = options.handovers
+    if (handovers === undefined || !caughtUp || stopping || consumer === undefined) return false
+    const requests = handovers.pending()
+    if (requests.length === 0) return false
+    const seeks = handoverSeeks(requests, await nextOffsets())
+    for (const seek of seeks) uncommitted.set(`${seek.topic}\u0000${seek.partition}`, seek)
+    if (seeks.length > 0) await commitApplied()
+    handovers.take(requests)
+    for (const seek of seeks) {
+      consumer.seek(seek)
+      position.set(`${seek.topic}\u0000${seek.partition}`, BigInt(seek.offset))
+    }
+    if (seeks.length > 0) {
+      logger.info({ seeks }, 'went back to where the rebuilt files end, to bring them up to date')
+    }
+    return seeks.length > 0
+  }
+
+  function watchHandovers(): void {
+    if (options.handovers === undefined) return
+    handoverTimer = setInterval(() => {
+      exclusive(takeHandovers).catch((error: unknown) =>
+        logger.error({ err: error }, 'could not take a rebuilt organization file'),
+      )
+    }, options.handoverIntervalMs ?? 1_000)
+    handoverTimer.unref()
+  }
 
   /** Commits the files, then the offsets of every batch applied so far. */
   async function commitApplied(): Promise<void> {
@@ -98,11 +176,16 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       })
       logger.info({ topics: missing }, 'created missing change topics (retained forever)')
     }
-    if (!existing.has(options.deadLetterTopic)) {
+    if (options.deadLetterTopic !== undefined && !existing.has(options.deadLetterTopic)) {
       await admin.createTopics({
         waitForLeaders: true,
         topics: [{ topic: options.deadLetterTopic }],
       })
+    }
+
+    if (options.progress !== undefined && !progressTotalSet) {
+      options.progress.setTotal(await eventsInTopics(admin))
+      progressTotalSet = true
     }
 
     producer = kafka.producer({
@@ -131,72 +214,88 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       autoCommit: false,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 1,
-      eachBatch: async (payload) => {
-        const { batch } = payload
-        if (batch.messages.length === 0 || !payload.isRunning() || payload.isStale()) return
-        // Catch-up's document build writes the files on worker threads: wait, staying in the group.
-        for (let build = applier.buildInProgress(); build; build = applier.buildInProgress()) {
-          await Promise.race([build, sleep(1_000)])
-          await payload.heartbeat()
-        }
-        if (!payload.isRunning() || payload.isStale()) return
-        const started = process.hrtime.bigint()
-        const records: SourceRecord[] = batch.messages.map((m) => ({
-          topic: batch.topic,
-          partition: batch.partition,
-          offset: m.offset,
-          key: m.key,
-          value: m.value,
-        }))
-        const outcome = applier.applyBatch(records)
-        if (outcome.deadLetters.length > 0) {
-          await producer!.send({
-            topic: options.deadLetterTopic,
-            acks: -1,
-            messages: outcome.deadLetters.map((letter) => ({
-              key: letter.record.key as Buffer | null,
-              value: deadLetterValue(letter),
-              headers: { ...deadLetterHeaders(letter) },
-            })),
-          })
-          for (const letter of outcome.deadLetters) {
-            logger.warn(
-              {
-                topic: letter.record.topic,
-                partition: letter.record.partition,
-                offset: letter.record.offset,
-                reason: letter.reason,
-                error: letter.message,
-              },
-              'dead-lettered a change event',
-            )
-          }
-        }
-        const last = batch.lastOffset()
-        payload.resolveOffset(last)
-        uncommitted.set(`${batch.topic}\u0000${batch.partition}`, {
-          topic: batch.topic,
-          partition: batch.partition,
-          offset: (BigInt(last) + 1n).toString(),
-        })
-        // An initial load holds its files' transactions over several batches (apply.ts): their
-        // offsets wait for the commit. A partition at its end, a stop, or a few seconds commit
-        // now: the lag (and with it readiness) is measured from committed offsets.
-        if (
-          outcome.committed ||
-          batch.offsetLag() === '0' ||
-          !payload.isRunning() ||
-          Date.now() - lastCommitAt >= HOLD_MS
-        ) {
-          await commitApplied()
-        }
-        await payload.heartbeat()
-        options.onBatch(outcome, Number(process.hrtime.bigint() - started) / 1e9)
-        // This partition is at its end: the replica may have caught up now, not at the next tick
-        // (readiness, and the initial load's document build, wait on that check).
-        if (!caughtUp && batch.offsetLag() === '0') checkLagNow()
-      },
+      eachBatch: (payload) => exclusive(() => applyBatch(payload)),
     })
+  }
+
+  async function applyBatch(payload: EachBatchPayload): Promise<void> {
+    const { batch } = payload
+    if (batch.messages.length === 0 || !payload.isRunning() || payload.isStale()) return
+    // Catch-up's document build writes the files on worker threads: wait, staying in the group.
+    for (let build = applier.buildInProgress(); build; build = applier.buildInProgress()) {
+      await Promise.race([build, sleep(1_000)])
+      await payload.heartbeat()
+    }
+    if (!payload.isRunning() || payload.isStale()) return
+    if (await takeHandovers()) return
+    const started = process.hrtime.bigint()
+    const records: SourceRecord[] = batch.messages.map((m) => ({
+      topic: batch.topic,
+      partition: batch.partition,
+      offset: m.offset,
+      key: m.key,
+      value: m.value,
+    }))
+    const outcome = applier.applyBatch(records)
+    if (outcome.deadLetters.length > 0 && options.deadLetterTopic !== undefined) {
+      await producer!.send({
+        topic: options.deadLetterTopic,
+        acks: -1,
+        messages: outcome.deadLetters.map((letter) => ({
+          key: letter.record.key as Buffer | null,
+          value: deadLetterValue(letter),
+          headers: { ...deadLetterHeaders(letter) },
+        })),
+      })
+      for (const letter of outcome.deadLetters) {
+        logger.warn(
+          {
+            topic: letter.record.topic,
+            partition: letter.record.partition,
+            offset: letter.record.offset,
+            reason: letter.reason,
+            error: letter.message,
+          },
+          'dead-lettered a change event',
+        )
+      }
+    }
+    const last = batch.lastOffset()
+    payload.resolveOffset(last)
+    position.set(`${batch.topic}\u0000${batch.partition}`, BigInt(last) + 1n)
+    uncommitted.set(`${batch.topic}\u0000${batch.partition}`, {
+      topic: batch.topic,
+      partition: batch.partition,
+      offset: (BigInt(last) + 1n).toString(),
+    })
+    // An initial load holds its files' transactions over several batches (apply.ts): their
+    // offsets wait for the commit. A partition at its end, a stop, or a few seconds commit
+    // now: the lag (and with it readiness) is measured from committed offsets.
+    if (
+      outcome.committed ||
+      batch.offsetLag() === '0' ||
+      !payload.isRunning() ||
+      Date.now() - lastCommitAt >= HOLD_MS
+    ) {
+      await commitApplied()
+    }
+    await payload.heartbeat()
+    if (!caughtUp) options.progress?.add(batch.messages.length)
+    options.onBatch(outcome, Number(process.hrtime.bigint() - started) / 1e9)
+    // This partition is at its end: the replica may have caught up now, not at the next tick
+    // (readiness, and the initial load's document build, wait on that check).
+    if (!caughtUp && batch.offsetLag() === '0') checkLagNow()
+  }
+
+  /** Events between the topics' start and end offsets now. */
+  async function eventsInTopics(client: Admin): Promise<number> {
+    let events = 0
+    for (const topic of topics) {
+      for (const end of await client.fetchTopicOffsets(topic)) {
+        events += Number(BigInt(end.high) - BigInt(end.low))
+      }
+    }
+    return events
   }
 
   async function checkLag(): Promise<void> {
@@ -215,6 +314,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       }
     }
     if (total === 0 && !caughtUp) {
+      options.progress?.done()
       await options.onCaughtUp()
       caughtUp = true
     }
@@ -270,10 +370,13 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
         }
       }
       checkLagNow()
+      watchHandovers()
     },
     async stop() {
       stopping = true
+      options.progress?.done()
       if (lagTimer !== undefined) clearTimeout(lagTimer)
+      if (handoverTimer !== undefined) clearInterval(handoverTimer)
       // Offsets held back for the load's open transactions: committed while the group is joined
       // (a batch in hand when the consumer stops commits its own: `!isRunning()` above).
       await commitApplied().catch((error: unknown) =>

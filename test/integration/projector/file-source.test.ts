@@ -1,6 +1,6 @@
 // The projector as users run it on a file: `npm run projector -- --from-file FILE`.
 import Database from 'better-sqlite3'
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -149,6 +149,52 @@ describe('projector --from-file', () => {
     const aside = readdirSync(dataDir).filter((f) => f.startsWith('dead-letters.replayed-'))
     expect(aside).toHaveLength(1)
     expect(readFileSync(join(dataDir, aside[0]!), 'utf8')).toBe(first)
+  })
+
+  it('logs its progress through the file in bytes when stderr is not a terminal', async () => {
+    const dir = tempDir()
+    const file = join(dir, 'events.ndjson')
+    const providers = Array.from({ length: 5_000 }, (_, i) =>
+      record({ table: 'providers', op: 'r', after: providerRow(uuid(100 + i), ORG_A) }),
+    )
+    writeFileSync(
+      file,
+      ndjson([
+        record({ table: 'organizations', op: 'r', after: organizationRow(ORG_A) }),
+        ...providers,
+      ]),
+    )
+    const size = statSync(file).size
+    // More than one of the reader's 4 MB chunks: a line is due between them.
+    expect(size).toBeGreaterThan(4 << 20)
+    const run = await runEntry('projector/main.ts', ['--from-file', file], {
+      DATA_DIR: join(dir, 'data'),
+      LOG_LEVEL: 'info',
+      PROGRESS_INTERVAL_MS: '1',
+    })
+    // No bar: stderr is a pipe here.
+    expect(run.stderr).toBe('')
+    expect(run.code).toBe(0)
+    const lines = run.stdout
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+    const during = lines.filter((l) => l.msg === 'progress')
+    expect(during.length).toBeGreaterThanOrEqual(1)
+    for (const line of during) {
+      expect(line).toMatchObject({ task: 'from-file', unit: 'bytes', total: size })
+      expect(line.done).toBeGreaterThan(0)
+      expect(line.done).toBeLessThanOrEqual(size)
+      expect(line.ratePerSecond).toBeGreaterThan(0)
+    }
+    // Part way: the first chunk read, time left to go.
+    expect(during[0]!.done).toBeLessThan(size)
+    expect(during[0]!.etaSeconds).toBeGreaterThan(0)
+    const finished = lines.filter((l) => l.msg === 'progress finished')
+    expect(finished).toEqual([
+      expect.objectContaining({ task: 'from-file', done: size, total: size, etaSeconds: 0 }),
+    ])
+    expect(lines.at(-1)).toMatchObject({ msg: 'file applied', records: 5_001 })
   })
 
   it('stops with a message naming the line when a line is not a record', async () => {

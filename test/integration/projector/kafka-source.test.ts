@@ -3,6 +3,7 @@
 import Database from 'better-sqlite3'
 import type { Producer } from 'kafkajs'
 import { mkdtempSync, rmSync } from 'node:fs'
+import { PassThrough } from 'node:stream'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
@@ -11,6 +12,8 @@ import { UNPARSEABLE_VALUE_OMITTED } from '../../../projector/dead-letters.ts'
 import { createProjector, type Projector } from '../../../projector/projector.ts'
 import { loadProjectorConfig } from '../../../src/config.ts'
 import { currentGeneration } from '../../../src/layout.ts'
+import { createLogger } from '../../../src/log.ts'
+import { createProgress } from '../../../src/progress.ts'
 import { kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
 import {
   ORG_A,
@@ -217,13 +220,30 @@ describe('projector on Kafka', () => {
     await serving.stop()
 
     const rebuilding = projectorFor(dataDir, 'it-rebuild')
-    await rebuilding.startKafka({ rebuild: true })
+    // Progress as --rebuild shows it when stderr is not a terminal.
+    const progressLines: Record<string, unknown>[] = []
+    const progress = createProgress({
+      label: 'rebuild',
+      unit: 'events',
+      stream: new PassThrough(),
+      logger: createLogger('test', 'info', {
+        write: (line: string) => progressLines.push(JSON.parse(line) as Record<string, unknown>),
+      }),
+      intervalMs: 1,
+    })
+    await rebuilding.startKafka({ rebuild: true, progress })
     try {
       // Published once caught up: the api's pointer moves, the content and its stamp are kept.
       await eventually(() =>
         currentGeneration(dataDir)!.name !== firstGeneration ? true : undefined,
       )
       expect(providerDoc(dataDir, provider)).toEqual(before)
+      // Every event in the topics at the start, counted once caught up.
+      const finished = progressLines.filter((l) => l.msg === 'progress finished')
+      expect(finished).toHaveLength(1)
+      expect(finished[0]).toMatchObject({ task: 'rebuild', unit: 'events', etaSeconds: 0 })
+      expect(finished[0]!.total).toBeGreaterThanOrEqual(2)
+      expect(finished[0]!.done).toBe(finished[0]!.total)
 
       // And the rebuilt generation goes on following the topics.
       await produce([
@@ -239,6 +259,8 @@ describe('projector on Kafka', () => {
         return doc !== undefined && doc.body.includes('Ada Byron') ? doc : undefined
       }, 20_000)
       expect(changed.updatedAt > before.updatedAt).toBe(true)
+      // Progress ended at the catch-up: what follows is not counted.
+      expect(progressLines.at(-1)).toBe(finished[0])
     } finally {
       await rebuilding.stop()
     }

@@ -1,0 +1,173 @@
+// The hand-over of a rebuilt organization file from the rebuilding process to the live projector.
+//
+// The live projector is the only writer of a generation, so it makes the swap itself, between two
+// batches. The rebuild builds the file aside up to a Kafka position P (the next offset per
+// partition), moves it into the generation's folder under a new name and leaves a request here;
+// the live projector, at its next batch:
+//   1. for every partition where it has already read past P, commits P as its Kafka position
+//      (a crash from here on replays from P: every file skips what it already applied);
+//   2. points the organization at the new file (control.db), its unchanged documents keeping
+//      their stamps (apply.ts `replaceOrganizationFile`);
+//   3. seeks those partitions back to P, so the changes the organization had after P reach the
+//      new file too; every other file skips them (each file records the offsets it applied);
+//   4. removes the request.
+// So no change that arrived during the rebuild is lost, and a kill at any point leaves either the
+// old file served with the request still pending, or the new one.
+//
+// A request is `<organizationId>.json`. The live projector claims it before anything else by
+// renaming it `.taking` (kept until done, so a projector killed mid-way takes it again at its next
+// start); a rebuild that gives up withdraws it by renaming it `.withdrawn`. A rename succeeds
+// once, so exactly one of the two happens.
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs'
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import { z } from 'zod'
+import { isOrganizationId, parseOrganizationFileName, type Generation } from '../../src/layout.ts'
+
+/** A Kafka position: the next offset to read of one partition. */
+export interface PartitionPosition {
+  topic: string
+  partition: number
+  /** The next offset to read, as Kafka writes offsets (an int64 in decimal). */
+  offset: string
+}
+
+const handoverRequest = z.object({
+  organizationId: z.string().refine(isOrganizationId, 'not an organization id'),
+  file: z.string(),
+  position: z.array(
+    z.object({
+      topic: z.string(),
+      partition: z.number().int().nonnegative(),
+      offset: z.string().regex(/^\d+$/),
+    }),
+  ),
+  requestedAt: z.string(),
+  requestedBy: z.string(),
+})
+export type HandoverRequest = z.infer<typeof handoverRequest>
+
+type RequestState = 'json' | 'taking' | 'withdrawn'
+
+function requestPath(generation: Generation, organizationId: string, state: RequestState = 'json') {
+  return join(generation.handoversDir, `${organizationId}.${state}`)
+}
+
+/** Leaves a request for the live projector, atomically (a reader never sees half of one). */
+export function requestHandover(generation: Generation, request: HandoverRequest): void {
+  mkdirSync(generation.handoversDir, { recursive: true })
+  const path = requestPath(generation, request.organizationId)
+  const tmp = `${path}.${process.pid}.tmp`
+  writeFileSync(tmp, `${JSON.stringify(request)}\n`)
+  renameSync(tmp, path)
+}
+
+/** Whether the request for the organization is waiting, or being taken. */
+export function handoverPending(generation: Generation, organizationId: string): boolean {
+  return (['json', 'taking'] as const).some((state) =>
+    existsSync(requestPath(generation, organizationId, state)),
+  )
+}
+
+/**
+ * Takes back a request the live projector has not claimed (a rebuild that gives up): true if it
+ * was withdrawn, false if the projector has it already.
+ */
+export function withdrawHandover(generation: Generation, organizationId: string): boolean {
+  try {
+    renameSync(
+      requestPath(generation, organizationId),
+      requestPath(generation, organizationId, 'withdrawn'),
+    )
+    rmSync(requestPath(generation, organizationId, 'withdrawn'), { force: true })
+    return true
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Claims the requests waiting, and returns them with those claimed before and not completed
+ * (a projector stopped mid-way). Valid ones only: one that does not parse, or names a file that
+ * is not the organization's, is logged and set aside (renamed `.rejected`), never taken.
+ */
+export function claimHandovers(generation: Generation, logger: Logger): HandoverRequest[] {
+  let names: string[]
+  try {
+    names = readdirSync(generation.handoversDir)
+  } catch {
+    return []
+  }
+  const requests: HandoverRequest[] = []
+  for (const name of names) {
+    const state = name.endsWith('.json') ? 'json' : name.endsWith('.taking') ? 'taking' : undefined
+    if (state === undefined) continue
+    let path = join(generation.handoversDir, name)
+    const organizationId = name.slice(0, name.lastIndexOf('.'))
+    if (state === 'json') {
+      const claimed = join(generation.handoversDir, `${organizationId}.taking`)
+      try {
+        renameSync(path, claimed)
+      } catch {
+        continue // withdrawn meanwhile
+      }
+      path = claimed
+    }
+    const parsed = parseRequest(path)
+    if (parsed.success && parsed.data.organizationId === organizationId) {
+      const file = parseOrganizationFileName(parsed.data.file)
+      if (file?.organizationId === parsed.data.organizationId && file.version !== undefined) {
+        requests.push(parsed.data)
+        continue
+      }
+    }
+    logger.error({ request: name }, 'set aside an invalid hand-over request')
+    renameSync(path, `${path}.rejected`)
+  }
+  return requests
+}
+
+function parseRequest(path: string) {
+  try {
+    return handoverRequest.safeParse(JSON.parse(readFileSync(path, 'utf8')))
+  } catch {
+    return handoverRequest.safeParse(undefined)
+  }
+}
+
+/** Removes a taken request. */
+export function completeHandover(generation: Generation, organizationId: string): void {
+  rmSync(requestPath(generation, organizationId, 'taking'), { force: true })
+}
+
+/**
+ * Where the live projector must go back to before taking `requests`: for each partition it has
+ * read past a request's position (`next`: its own next offset per `topic\0partition`, read or
+ * committed; a partition with none has not been read at all), the lowest such position.
+ */
+export function handoverSeeks(
+  requests: readonly HandoverRequest[],
+  next: ReadonlyMap<string, bigint>,
+): PartitionPosition[] {
+  const seeks = new Map<string, PartitionPosition>()
+  for (const request of requests) {
+    for (const position of request.position) {
+      const key = `${position.topic}\u0000${position.partition}`
+      const at = next.get(key)
+      if (at === undefined || BigInt(position.offset) >= at) continue
+      const earlier = seeks.get(key)
+      if (earlier === undefined || BigInt(position.offset) < BigInt(earlier.offset)) {
+        seeks.set(key, position)
+      }
+    }
+  }
+  return [...seeks.values()]
+}

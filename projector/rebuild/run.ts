@@ -1,0 +1,314 @@
+// The operators' rebuild commands that build aside: a per-organization rebuild (`--rebuild --org`)
+// and a dry run (`--rebuild --dry-run`, whole or per organization).
+//
+//   1. checks first, touching nothing: a replica to rebuild, the organizations known to it, no
+//      other rebuild running (a lock naming its holder), the disk space the files built aside need;
+//   2. replays every change topic into DATA_DIR/rebuilds/<run>/ (aside.ts), keeping only the
+//      organizations asked for;
+//   3. compares each rebuilt file with the live one, by served content (documents/compare.ts);
+//   4. a dry run stops there; a rebuild hands each file over to the live projector, which swaps
+//      it in between two batches (handover.ts), and waits until it has;
+//   5. removes what it built aside. A run killed at any point leaves the live files as they were;
+//      the next run removes what it left behind.
+import Database from 'better-sqlite3'
+import { randomBytes } from 'node:crypto'
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statfsSync,
+  statSync,
+} from 'node:fs'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { Logger } from 'pino'
+import type { ProjectorConfig } from '../../src/config.ts'
+import {
+  currentGeneration,
+  organizationFileName,
+  parseOrganizationFileName,
+  type Generation,
+} from '../../src/layout.ts'
+import { readOrganizationFiles } from '../control-file.ts'
+import { compareDocumentFiles, type ResourceDiff } from '../documents/index.ts'
+import { buildAside } from './aside.ts'
+import { handoverPending, requestHandover, withdrawHandover } from './handover.ts'
+import { acquireRebuildLock, describeHolder } from './lock.ts'
+import { rebuildReport, type OrganizationReport, type RebuildReport } from './report.ts'
+
+/** A problem found before anything was built: one line for the operator, exit 2. */
+export class RebuildRefused extends Error {
+  override name = 'RebuildRefused'
+}
+
+export interface AsideRebuildDeps {
+  config: ProjectorConfig
+  logger: Logger
+  clock?: () => Date
+  onProgress?: (done: number, total: number) => void
+  signal?: AbortSignal
+  /** How long to wait for the live projector to take the rebuilt files. */
+  handoverTimeoutMs?: number
+}
+
+export interface AsideRebuildOptions {
+  /** Only these organizations; absent: every one (dry run only). */
+  organizations?: readonly string[]
+  dryRun: boolean
+}
+
+export async function rebuildAside(
+  deps: AsideRebuildDeps,
+  options: AsideRebuildOptions,
+): Promise<RebuildReport> {
+  const { config, logger } = deps
+  const clock = deps.clock ?? (() => new Date())
+  const started = performance.now()
+  const live = currentGeneration(config.dataDir)
+  if (live === undefined || !existsSync(live.controlPath)) {
+    throw new RebuildRefused(
+      `${config.dataDir} holds no replica to rebuild (no CURRENT generation)`,
+    )
+  }
+  const wanted = options.organizations === undefined ? undefined : new Set(options.organizations)
+  if (wanted !== undefined) {
+    const known = knownOrganizations(live)
+    const unknown = [...wanted].filter((id) => !known.has(id))
+    if (unknown.length > 0) {
+      throw new RebuildRefused(
+        `unknown organization${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}: not in the replica`,
+      )
+    }
+    if (!options.dryRun && !caughtUp(live)) {
+      throw new RebuildRefused('the replica has not caught up yet: rebuild it whole, or wait')
+    }
+  }
+
+  const command = `rebuild${options.dryRun ? ' --dry-run' : ''}${wanted ? ` --org ${[...wanted].join(',')}` : ''}`
+  const lock = acquireRebuildLock(config.dataDir, command, clock())
+  if (!lock.held) {
+    throw new RebuildRefused(`another rebuild is running: ${describeHolder(lock.holder)}`)
+  }
+  const rebuildsDir = join(config.dataDir, 'rebuilds')
+  try {
+    removeLeftovers(rebuildsDir, live, logger)
+    checkDiskSpace(config.dataDir, live, wanted)
+    const run = `${clock()
+      .toISOString()
+      .replace(/[-:.TZ]/g, '')}-${randomBytes(3).toString('hex')}`
+    const dir = join(rebuildsDir, run)
+    mkdirSync(dir, { recursive: true })
+    try {
+      const built = await buildAside({
+        config,
+        logger,
+        dir,
+        groupId: `${config.kafka.groupId}.rebuild-${run}`,
+        live,
+        ...(wanted === undefined ? {} : { organizations: wanted }),
+        ...(deps.onProgress === undefined ? {} : { onProgress: deps.onProgress }),
+        ...(deps.signal === undefined ? {} : { signal: deps.signal }),
+        clock,
+      })
+      const liveFiles = readOrganizationFiles(live.controlPath)
+      const livePath = (id: string) => {
+        const path = live.organizationPath(id, liveFiles.get(id))
+        return existsSync(path) ? path : undefined
+      }
+      const organizations =
+        wanted ?? new Set([...built.organizations, ...knownOrganizationFiles(live)])
+      const reports: OrganizationReport[] = []
+      for (const organizationId of [...organizations].sort()) {
+        const rebuilt = built.generation.organizationPath(organizationId)
+        reports.push({
+          organizationId,
+          resources: existsSync(rebuilt)
+            ? compareDocumentFiles(rebuilt, livePath(organizationId))
+            : removedAll(livePath(organizationId)),
+        })
+      }
+      if (!options.dryRun) {
+        await handOver(deps, live, built.generation, built.position, reports)
+      }
+      return rebuildReport(
+        options.dryRun,
+        reports,
+        built.events,
+        (performance.now() - started) / 1e3,
+      )
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  } finally {
+    lock.release()
+  }
+}
+
+/** Hands each rebuilt file to the live projector and waits until it serves them all. */
+async function handOver(
+  deps: AsideRebuildDeps,
+  live: Generation,
+  rebuilt: Generation,
+  position: { topic: string; partition: number; offset: string }[],
+  reports: OrganizationReport[],
+): Promise<void> {
+  const { logger } = deps
+  const clock = deps.clock ?? (() => new Date())
+  const version = `r${clock()
+    .toISOString()
+    .replace(/[-:.TZ]/g, '')}`
+  const waiting = new Map<string, string>()
+  for (const report of reports) {
+    const source = rebuilt.organizationPath(report.organizationId)
+    // No rows in the topics: there is no file to serve instead (left as it is, and reported).
+    if (!existsSync(source)) continue
+    foldWal(source)
+    const file = organizationFileName(report.organizationId, version)
+    renameSync(source, live.organizationPath(report.organizationId, file))
+    requestHandover(live, {
+      organizationId: report.organizationId,
+      file,
+      position,
+      requestedAt: clock().toISOString(),
+      requestedBy: `pid ${process.pid}`,
+    })
+    waiting.set(report.organizationId, file)
+  }
+  const deadline = performance.now() + (deps.handoverTimeoutMs ?? 300_000)
+  while (waiting.size > 0) {
+    const files = readOrganizationFiles(live.controlPath)
+    for (const [organizationId, file] of waiting) {
+      if (!handoverPending(live, organizationId) && files.get(organizationId) === file) {
+        waiting.delete(organizationId)
+        const report = reports.find((r) => r.organizationId === organizationId)!
+        report.swapped = { file }
+        logger.info({ organizationId, file }, 'the live projector now serves the rebuilt file')
+      }
+    }
+    if (waiting.size === 0) break
+    if (performance.now() > deadline || deps.signal?.aborted === true) {
+      for (const [organizationId, file] of waiting) {
+        // Withdrawn before the projector claimed it: the file is not needed. Claimed: it is
+        // being taken, and stays.
+        if (withdrawHandover(live, organizationId)) {
+          rmSync(live.organizationPath(organizationId, file), { force: true })
+        }
+      }
+      throw new RebuildRefused(
+        `the live projector did not take the rebuilt files of ${[...waiting.keys()].join(', ')} in time: is it running? (nothing was swapped for them)`,
+      )
+    }
+    await sleep(200)
+  }
+}
+
+/** A file built aside is one file before it moves: its WAL folded in, no -wal or -shm beside it. */
+function foldWal(path: string): void {
+  const db = new Database(path)
+  try {
+    db.pragma('journal_mode = DELETE')
+  } finally {
+    db.close()
+  }
+}
+
+function removedAll(livePath: string | undefined): ResourceDiff[] {
+  if (livePath === undefined) return []
+  return compareDocumentFiles(livePath, undefined).map((d) => ({
+    ...d,
+    appeared: { count: 0, ids: [] },
+    disappeared: d.appeared,
+  }))
+}
+
+/** Organizations in the live control.db, or with a file. */
+function knownOrganizations(live: Generation): Set<string> {
+  const known = new Set(knownOrganizationFiles(live))
+  const db = new Database(live.controlPath, { readonly: true, fileMustExist: true })
+  try {
+    for (const id of db.prepare('SELECT id FROM organizations').pluck().all() as string[]) {
+      known.add(id)
+    }
+  } finally {
+    db.close()
+  }
+  return known
+}
+
+function knownOrganizationFiles(live: Generation): string[] {
+  const ids = new Set<string>()
+  for (const name of readdirSync(live.organizationsDir)) {
+    const parsed = parseOrganizationFileName(name)
+    if (parsed !== undefined) ids.add(parsed.organizationId)
+  }
+  return [...ids]
+}
+
+function caughtUp(live: Generation): boolean {
+  const db = new Database(live.controlPath, { readonly: true, fileMustExist: true })
+  try {
+    return db.prepare(`SELECT 1 FROM replica_state WHERE key = 'caught_up_at'`).get() !== undefined
+  } finally {
+    db.close()
+  }
+}
+
+/**
+ * What a killed run left: its scratch folder, and rebuilt files moved into the live folder that
+ * no request names and control.db does not point at. Called with the lock held.
+ */
+function removeLeftovers(rebuildsDir: string, live: Generation, logger: Logger): void {
+  if (existsSync(rebuildsDir)) {
+    for (const name of readdirSync(rebuildsDir)) {
+      rmSync(join(rebuildsDir, name), { recursive: true, force: true })
+      logger.info({ run: name }, 'removed what an earlier rebuild left behind')
+    }
+  }
+  const current = readOrganizationFiles(live.controlPath)
+  for (const name of readdirSync(live.organizationsDir)) {
+    const parsed = parseOrganizationFileName(name.replace(/-(wal|shm)$/, ''))
+    if (parsed?.version === undefined) continue
+    const file = `${parsed.organizationId}.${parsed.version}.db`
+    if (current.get(parsed.organizationId) === file) continue
+    if (handoverPending(live, parsed.organizationId)) continue
+    // A replaced file the projector removes after a grace period is left to it.
+    if (Date.now() - statSync(join(live.organizationsDir, name)).mtimeMs < 120_000) continue
+    rmSync(join(live.organizationsDir, name), { force: true })
+  }
+}
+
+/**
+ * Refuses to start without room for what is built aside: the organizations' files as they are
+ * now, twice over (mirror rows and documents are written once into the file and once into its
+ * WAL before a checkpoint), and 64 MB.
+ */
+function checkDiskSpace(
+  dataDir: string,
+  live: Generation,
+  organizations: ReadonlySet<string> | undefined,
+): void {
+  let bytes = 0
+  for (const name of readdirSync(live.organizationsDir)) {
+    const parsed = parseOrganizationFileName(name.replace(/-(wal|shm)$/, ''))
+    if (parsed === undefined) continue
+    if (organizations !== undefined && !organizations.has(parsed.organizationId)) continue
+    bytes += statSync(join(live.organizationsDir, name)).size
+  }
+  if (organizations === undefined) bytes += statSync(live.controlPath).size
+  const fs = statfsSync(dataDir)
+  const problem = diskSpaceProblem(dataDir, bytes, fs.bavail * fs.bsize)
+  if (problem !== undefined) throw new RebuildRefused(problem)
+}
+
+/** The refusal for `free` bytes when the files rebuilt are `bytes` now; undefined: room enough. */
+export function diskSpaceProblem(dataDir: string, bytes: number, free: number): string | undefined {
+  const needed = bytes * 2 + 64 * 1024 * 1024
+  if (free >= needed) return undefined
+  return `not enough disk space in ${dataDir}: the rebuild needs ${mb(needed)} MB free, there are ${mb(free)} MB`
+}
+
+function mb(bytes: number): number {
+  return Math.ceil(bytes / (1024 * 1024))
+}

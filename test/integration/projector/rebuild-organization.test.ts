@@ -1,0 +1,393 @@
+// Operators' rebuilds that build aside, against a real Kafka broker, a live projector and the api
+// over HTTP: `--rebuild --dry-run` and `--rebuild --org`, run as the command users run.
+import Database from 'better-sqlite3'
+import type { Producer } from 'kafkajs'
+import { createHash } from 'node:crypto'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
+import { spawn } from 'node:child_process'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import pino from 'pino'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createProjector, type Projector } from '../../../projector/projector.ts'
+import { readOrganizationFiles } from '../../../projector/control-file.ts'
+import type { RebuildReport } from '../../../projector/rebuild/report.ts'
+import { loadProjectorConfig } from '../../../src/config.ts'
+import { currentGeneration, type Generation } from '../../../src/layout.ts'
+import { kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
+import { ORG_A, ORG_B, organizationRow, providerRow, record, uuid } from '../../support/debezium.ts'
+import { repoRoot, runEntry } from '../../support/processes.ts'
+import { startApi, type RunningApi } from '../api/server.ts'
+
+const PROVIDERS = 40
+const KEYS: Record<string, string> = {
+  [ORG_A]: 'rk_org_a_key_for_rebuild_tests',
+  [ORG_B]: 'rk_org_b_key_for_rebuild_tests',
+}
+
+let kafka: StartedKafka
+let producer: Producer
+let dataDir: string
+let live: Projector
+let api: RunningApi
+let lsn = 1_000
+
+beforeAll(async () => {
+  kafka = await startKafka()
+  producer = kafkaClient(kafka.brokers).producer()
+  await producer.connect()
+  dataDir = mkdtempSync(join(tmpdir(), 'replica-rebuild-org-'))
+  const records = []
+  for (const [n, organizationId] of [ORG_A, ORG_B].entries()) {
+    records.push(
+      record({ table: 'organizations', op: 'r', after: organizationRow(organizationId) }),
+    )
+    records.push(
+      record({
+        table: 'api_keys',
+        op: 'r',
+        after: {
+          id: uuid(900 + n),
+          organization_id: organizationId,
+          name: 'test key',
+          key_hash: createHash('sha256').update(KEYS[organizationId]!).digest('hex'),
+          scopes: ['providers:read'],
+          created_at: organizationRow(organizationId).created_at,
+          expires_at: null,
+          revoked_at: null,
+        },
+      }),
+    )
+    for (let i = 0; i < PROVIDERS; i++) {
+      const id = uuid(n * 100 + i + 1)
+      records.push(
+        record({ table: 'providers', op: 'r', after: providerRow(id, organizationId), lsn: lsn++ }),
+      )
+    }
+  }
+  await produce(records)
+  live = createProjector({ config: projectorConfig(), logger: pino({ level: 'silent' }) })
+  await live.startKafka()
+  await eventually(async () =>
+    (await fetch(`${live.adminAddress()!}/readyz`)).status === 200 ? true : undefined,
+  )
+  // Pollers here ask far more often than real clients: no rate limit in the way.
+  api = await startApi(dataDir, {
+    env: { RATE_LIMIT_PER_KEY: '1000000', RATE_LIMIT_PER_ORGANIZATION: '1000000' },
+  })
+})
+
+afterAll(async () => {
+  await api?.close()
+  await live?.stop()
+  await producer?.disconnect()
+  await kafka?.stop()
+  if (dataDir !== undefined) rmSync(dataDir, { recursive: true, force: true })
+})
+
+function projectorEnv(): Record<string, string> {
+  return {
+    DATA_DIR: dataDir,
+    KAFKA_BROKERS: kafka.brokers.join(','),
+    KAFKA_GROUP_ID: 'it-rebuild-org',
+    ADMIN_PORT: '0',
+    LOG_LEVEL: 'warn',
+  }
+}
+
+function projectorConfig() {
+  return loadProjectorConfig(projectorEnv())
+}
+
+async function produce(records: ReturnType<typeof record>[]): Promise<void> {
+  for (const r of records) {
+    await producer.send({
+      topic: r.topic,
+      messages: [{ key: JSON.stringify(r.key), value: JSON.stringify(r.value) }],
+    })
+  }
+}
+
+async function eventually<T>(
+  probe: () => T | undefined | Promise<T | undefined>,
+  timeoutMs = 60_000,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const value = await probe()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error('condition not reached in time')
+    await sleep(200)
+  }
+}
+
+function generation(): Generation {
+  return currentGeneration(dataDir)!
+}
+
+function livePath(organizationId: string): string {
+  const g = generation()
+  return g.organizationPath(
+    organizationId,
+    readOrganizationFiles(g.controlPath).get(organizationId),
+  )
+}
+
+function fileDigest(path: string): string {
+  return createHash('sha256').update(readFileSync(path)).digest('hex')
+}
+
+/** Every provider document of an organization's live file: id -> [updatedAt, hash]. */
+function providerDocs(organizationId: string): Record<string, [string, string]> {
+  const db = new Database(livePath(organizationId), { readonly: true, fileMustExist: true })
+  try {
+    const rows = db.prepare('SELECT id, updated_at, hash FROM doc_providers').all() as Array<{
+      id: string
+      updated_at: string
+      hash: string
+    }>
+    return Object.fromEntries(rows.map((r) => [r.id, [r.updated_at, r.hash]]))
+  } finally {
+    db.close()
+  }
+}
+
+function rebuild(args: string[]) {
+  return runEntry('projector/main.ts', ['--rebuild', ...args], projectorEnv(), 180_000)
+}
+
+/**
+ * The recommended client loop (spec/api-v1.md section 4), for one organization: pages from its
+ * watermark to the end, then waits. Records every failure, and every document sent as new or
+ * changed (an `updatedAt` after the watermark of the pass that saw it).
+ */
+function pollProviders(organizationId: string) {
+  const state = { failures: [] as string[], sent: [] as Array<[string, string]>, running: true }
+  let watermark = '1970-01-01T00:00:00.000Z'
+  const loop = (async () => {
+    while (state.running) {
+      let cursor: string | null = null
+      let newest = watermark
+      do {
+        // The cursor is bound to the filters it was issued for: they go with it.
+        const query: string =
+          `updated_since=${watermark}` +
+          (cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`)
+        try {
+          const response = await api.get(`/providers?limit=25&${query}`, KEYS[organizationId])
+          if (response.status !== 200) {
+            state.failures.push(`${response.status} ${await response.text()}`)
+            break
+          }
+          const page = (await response.json()) as {
+            data: Array<{ id: string; updatedAt: string }>
+            nextCursor: string | null
+          }
+          for (const doc of page.data) {
+            if (doc.updatedAt > watermark) state.sent.push([doc.id, doc.updatedAt])
+            if (doc.updatedAt > newest) newest = doc.updatedAt
+          }
+          cursor = page.nextCursor
+        } catch (error) {
+          state.failures.push(String(error))
+          break
+        }
+      } while (cursor !== null)
+      watermark = newest
+      await sleep(50)
+    }
+  })()
+  return {
+    state,
+    /** The documents sent since the last call. */
+    take(): string[] {
+      return state.sent.splice(0).map(([id]) => id)
+    },
+    async stop() {
+      state.running = false
+      await loop
+    },
+  }
+}
+
+describe('rebuilds built aside', { timeout: 300_000 }, () => {
+  it('a dry run reports nothing on a faithful replica, exit 0, and swaps nothing', async () => {
+    const before = fileDigest(livePath(ORG_A))
+    const run = await rebuild(['--dry-run', '--json'])
+    expect(run.stderr).not.toMatch(/"level":(50|60)/)
+    expect(run.code).toBe(0)
+    const report = JSON.parse(run.stdout) as RebuildReport
+    expect(report).toMatchObject({ dryRun: true, changed: false })
+    expect(report.organizations.map((o) => o.organizationId).sort()).toEqual([ORG_A, ORG_B])
+    const providers = report.organizations[0]!.resources.find((r) => r.resource === 'providers')!
+    expect(providers.equal).toBe(PROVIDERS)
+    expect(fileDigest(livePath(ORG_A))).toBe(before)
+    expect(readdirSync(join(dataDir, 'rebuilds'))).toEqual([])
+  })
+
+  it('a dry run names exactly the documents changed behind the projector, exit 1', async () => {
+    // Drift: one document's content, and another document gone, in the live file.
+    const db = new Database(livePath(ORG_A))
+    db.prepare(
+      `UPDATE doc_providers SET hash = 'drift', body = replace(body, 'Ada', 'Eve') WHERE id = ?`,
+    ).run(uuid(3))
+    db.prepare('DELETE FROM doc_providers WHERE id = ?').run(uuid(4))
+    db.close()
+    const run = await rebuild(['--org', ORG_A, '--dry-run', '--json'])
+    expect(run.code).toBe(1)
+    const report = JSON.parse(run.stdout) as RebuildReport
+    expect(report.organizations).toHaveLength(1)
+    const providers = report.organizations[0]!.resources.find((r) => r.resource === 'providers')!
+    expect(providers).toMatchObject({
+      changed: { count: 1, ids: [uuid(3)] },
+      appeared: { count: 1, ids: [uuid(4)] },
+      disappeared: { count: 0, ids: [] },
+      equal: PROVIDERS - 2,
+    })
+    // The table a person reads names them too.
+    const table = await rebuild(['--org', ORG_A, '--dry-run'])
+    expect(table.code).toBe(1)
+    expect(table.stdout).toContain(`${ORG_A} providers changed: ${uuid(3)}`)
+    expect(table.stdout).toContain(`${ORG_A} providers new: ${uuid(4)}`)
+  })
+
+  it('rebuilds one organization under polling clients: repaired, nothing lost, nothing else re-sent or written', async () => {
+    const pollers = { a: pollProviders(ORG_A), b: pollProviders(ORG_B) }
+    const synced = (poller: typeof pollers.a, documents: number) => () => {
+      if (poller.state.failures.length > 0) throw new Error(poller.state.failures.join('\n'))
+      return poller.state.sent.length >= documents ? true : undefined
+    }
+    await eventually(synced(pollers.a, PROVIDERS - 1))
+    await eventually(synced(pollers.b, PROVIDERS))
+    await sleep(500)
+    pollers.a.take()
+    pollers.b.take()
+    const stampsBefore = providerDocs(ORG_A)
+    const orgB = livePath(ORG_B)
+    const orgBBefore = { digest: fileDigest(orgB), mtimeMs: statSync(orgB).mtimeMs }
+
+    // A change arrives for the organization while it is being rebuilt: it must not be lost.
+    const running = rebuild(['--org', ORG_A, '--json'])
+    await sleep(1_500)
+    await produce([
+      record({
+        table: 'providers',
+        op: 'u',
+        after: providerRow(uuid(5), ORG_A, { last_name: 'Lovelace-Changed' }),
+        lsn: lsn++,
+      }),
+    ])
+    const run = await running
+    expect(run.code, run.stderr).toBe(0)
+    const report = JSON.parse(run.stdout) as RebuildReport
+    expect(report.organizations[0]!.swapped?.file).toMatch(/\.r\d+\.db$/)
+
+    // Served from the new file: the drift is repaired, the change made meanwhile is there.
+    const served = async (id: string) =>
+      (await (await api.get(`/providers/${id}`, KEYS[ORG_A])).json()) as {
+        data: { id: string; updatedAt: string; lastName?: string }
+      }
+    await eventually(async () =>
+      JSON.stringify(await served(uuid(5))).includes('Lovelace-Changed') ? true : undefined,
+    )
+    expect(JSON.stringify(await served(uuid(3)))).not.toContain('Eve')
+    expect((await api.get(`/providers/${uuid(4)}`, KEYS[ORG_A])).status).toBe(200)
+    await sleep(1_000)
+    await pollers.a.stop()
+    await pollers.b.stop()
+
+    expect(pollers.a.state.failures).toEqual([])
+    expect(pollers.b.state.failures).toEqual([])
+    // Only what changed is sent again: the repaired documents and the one changed meanwhile.
+    expect([...new Set(pollers.a.take())].sort()).toEqual([uuid(3), uuid(4), uuid(5)].sort())
+    expect(pollers.b.take()).toEqual([])
+    const stampsAfter = providerDocs(ORG_A)
+    for (const [id, [stamp]] of Object.entries(stampsBefore)) {
+      if (id !== uuid(3) && id !== uuid(5)) expect(stampsAfter[id]![0], id).toBe(stamp)
+    }
+    // The other organization's file was not written.
+    expect({ digest: fileDigest(orgB), mtimeMs: statSync(orgB).mtimeMs }).toEqual(orgBBefore)
+    expect(readdirSync(generation().handoversDir)).toEqual([])
+
+    // And the live projector goes on applying changes to the new file.
+    await produce([
+      record({
+        table: 'providers',
+        op: 'u',
+        after: providerRow(uuid(6), ORG_A, { last_name: 'After' }),
+        lsn: lsn++,
+      }),
+    ])
+    await eventually(async () =>
+      JSON.stringify(await served(uuid(6))).includes('After') ? true : undefined,
+    )
+  })
+
+  it('refuses, in one line and exit 2, what it cannot do, touching nothing', async () => {
+    const unknown = await rebuild(['--org', uuid(777)])
+    expect(unknown.code).toBe(2)
+    expect(unknown.stderr.trim()).toBe(
+      `projector: unknown organization ${uuid(777)}: not in the replica`,
+    )
+
+    const notAnId = await rebuild(['--org', 'acme'])
+    expect(notAnId.code).toBe(2)
+    expect(notAnId.stderr.trim()).toBe('projector: --org: not an organization id: "acme"')
+
+    const withoutRebuild = await runEntry('projector/main.ts', ['--org', ORG_A], projectorEnv())
+    expect(withoutRebuild.code).toBe(2)
+    expect(withoutRebuild.stderr).toMatch(/^projector: --org and --dry-run go with --rebuild/)
+
+    // A second rebuild while one runs: the lock names its holder.
+    const first = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'projector/main.ts', '--rebuild', '--org', ORG_A, '--dry-run'],
+      { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', ...projectorEnv() }, stdio: 'pipe' },
+    )
+    let firstOutput = ''
+    first.stderr.on('data', (d: Buffer) => (firstOutput += d.toString()))
+    first.stdout.on('data', (d: Buffer) => (firstOutput += d.toString()))
+    try {
+      await eventually(() => (existsSync(join(dataDir, 'rebuild.lock')) ? true : undefined))
+      const second = await rebuild(['--org', ORG_B, '--dry-run'])
+      expect(second.code, `${second.stderr}\n--- first:\n${firstOutput}`).toBe(2)
+      expect(second.stderr.trim()).toMatch(
+        new RegExp(
+          `^projector: another rebuild is running: pid ${first.pid} on .+, running 'rebuild --dry-run --org ${ORG_A}' since `,
+        ),
+      )
+    } finally {
+      first.kill('SIGKILL')
+    }
+  })
+
+  it('a rebuild killed with SIGKILL leaves the live file serving and unchanged; the next run starts clean', async () => {
+    const path = livePath(ORG_A)
+    const before = fileDigest(path)
+    for (const afterMs of [300, 2_500]) {
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', 'projector/main.ts', '--rebuild', '--org', ORG_A],
+        {
+          cwd: repoRoot,
+          env: { PATH: process.env.PATH ?? '', ...projectorEnv() },
+          stdio: 'ignore',
+        },
+      )
+      await sleep(afterMs)
+      child.kill('SIGKILL')
+      await new Promise((resolve) => child.once('close', resolve))
+      expect(livePath(ORG_A)).toBe(path)
+      expect(fileDigest(path)).toBe(before)
+      expect((await api.get('/providers?limit=1', KEYS[ORG_A])).status).toBe(200)
+    }
+    const next = await rebuild(['--org', ORG_A, '--json'])
+    expect(next.code, next.stderr).toBe(0)
+    expect(readdirSync(join(dataDir, 'rebuilds'))).toEqual([])
+    expect(existsSync(join(dataDir, 'rebuild.lock'))).toBe(false)
+    // What it swapped in is what a rebuild makes: a dry run finds nothing to change.
+    const check = await rebuild(['--org', ORG_A, '--dry-run', '--json'])
+    expect(check.code, check.stderr).toBe(0)
+  })
+})
