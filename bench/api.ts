@@ -16,7 +16,9 @@
 // A measured run with any error or non-2xx response makes the figures meaningless: the bench
 // then exits 1 instead of printing that line.
 //
-// Environment: BENCH_DURATION_SECONDS (8 per run), BENCH_CONNECTIONS (16).
+// Environment: BENCH_DURATION_SECONDS (8 per run), BENCH_CONNECTIONS (16); BENCH_API_CPU_PROF=<dir>
+// runs the api processes under `node --cpu-prof`, their profiles written to <dir> when they stop
+// (open them in Chrome DevTools or speedscope to see where a request's time goes).
 import { type ChildProcess, spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -97,8 +99,12 @@ function buildOrganization(): { replica: ReplicaFixture; key: string; ids: strin
 }
 
 /** A TypeScript entry point in its own Node process (one process, so its CPU time is its own). */
-function startChild(args: string[], env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', ...args], {
+function startChild(
+  args: string[],
+  env: Record<string, string>,
+  nodeOptions: string[] = [],
+): ChildProcess {
+  return spawn(process.execPath, [...nodeOptions, '--import', 'tsx', ...args], {
     cwd: repoRoot,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'inherit', 'inherit'],
@@ -184,17 +190,23 @@ async function main(bench: BenchConfig): Promise<void> {
   const [uncachedPort, uncachedAdminPort] = [await freePort(), await freePort()]
   const children: ChildProcess[] = []
   const bodyFile = join(replica.dataDir, 'bare-body.json')
+  const profileDir = process.env.BENCH_API_CPU_PROF
+  const profile = profileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]
   const startApi = (apiPort: number, apiAdminPort: number, env: Record<string, string> = {}) =>
-    startChild(['api/main.ts'], {
-      DATA_DIR: replica.dataDir,
-      HOST: '127.0.0.1',
-      PORT: String(apiPort),
-      ADMIN_PORT: String(apiAdminPort),
-      LOG_LEVEL: 'warn',
-      RATE_LIMIT_PER_KEY: '1000000000',
-      RATE_LIMIT_PER_ORGANIZATION: '1000000000',
-      ...env,
-    })
+    startChild(
+      ['api/main.ts'],
+      {
+        DATA_DIR: replica.dataDir,
+        HOST: '127.0.0.1',
+        PORT: String(apiPort),
+        ADMIN_PORT: String(apiAdminPort),
+        LOG_LEVEL: 'warn',
+        RATE_LIMIT_PER_KEY: '1000000000',
+        RATE_LIMIT_PER_ORGANIZATION: '1000000000',
+        ...env,
+      },
+      profile,
+    )
   try {
     children.push(startApi(port, adminPort))
     const base = `http://127.0.0.1:${port}/api/v1`
