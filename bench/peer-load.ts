@@ -7,10 +7,15 @@
 //
 // Then the indexes the provider list needs, which schema/source.sql (keys only) does not declare:
 // any PostgreSQL serving this page has them.
+import { spawn } from 'node:child_process'
 import { createReadStream } from 'node:fs'
 import { createInterface } from 'node:readline'
-import type pg from 'pg'
+import Database from 'better-sqlite3'
+import pg from 'pg'
 import { isoDate, TABLES, type TableName } from '../scripts/dataset/debezium.ts'
+import { isolatedChildEnv } from '../src/config.ts'
+import { currentGeneration } from '../src/layout.ts'
+import { repoRoot } from '../test/harness/paths.ts'
 
 /** Rows per statement at most. */
 const BATCH_ROWS = 2000
@@ -142,4 +147,89 @@ export async function copyStamps(
       [JSON.stringify(stamps.slice(i, i + 5000))],
     )
   }
+}
+
+/** The projector command on the file, in a child process (bench/projector.ts does the same). */
+export function projectFile(path: string, dataDir: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'projector/main.ts', '--from-file', path],
+      {
+        cwd: repoRoot,
+        env: isolatedChildEnv(process.env, { DATA_DIR: dataDir, LOG_LEVEL: 'warn' }),
+        stdio: ['ignore', 'ignore', 'inherit'],
+      },
+    )
+    child.on('error', reject)
+    child.on('close', (code) =>
+      code === 0 ? resolve() : reject(new Error(`projector exited ${code}`)),
+    )
+  })
+}
+
+/** Every provider document's base stamp, from the replica's organization files. */
+export function replicaStamps(
+  dataDir: string,
+  organizationIds: readonly string[],
+): { id: string; updatedAt: string }[] {
+  const gen = currentGeneration(dataDir)
+  if (gen === undefined) throw new Error('the projector published no generation')
+  const stamps: { id: string; updatedAt: string }[] = []
+  for (const organizationId of organizationIds) {
+    const db = new Database(gen.organizationPath(organizationId, null), { readonly: true })
+    try {
+      stamps.push(
+        ...(db.prepare('SELECT id, updated_at AS updatedAt FROM doc_providers').all() as {
+          id: string
+          updatedAt: string
+        }[]),
+      )
+    } finally {
+      db.close()
+    }
+  }
+  return stamps
+}
+
+/** A client of the database at `url` for the time of `use`. */
+export async function withClient<T>(
+  url: string,
+  use: (client: pg.Client) => Promise<T>,
+): Promise<T> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return await use(client)
+  } finally {
+    await client.end()
+  }
+}
+
+/**
+ * The dataset at `path` in PostgreSQL (`url`, schema/source.sql loaded) and in the replica
+ * (`dataDir`), side by side; then PostgreSQL's provider stamps made the replica's, and the
+ * indexes. Returns the rows written to PostgreSQL and the providers of the replica.
+ */
+export async function loadBothSides(
+  path: string,
+  url: string,
+  dataDir: string,
+  organizationIds: readonly string[],
+): Promise<{ rows: number; providers: number }> {
+  const [rows] = await Promise.all([
+    withClient(url, (client) => loadEvents(client, path)),
+    projectFile(path, dataDir),
+  ])
+  const stamps = replicaStamps(dataDir, organizationIds)
+  await withClient(url, async (client) => {
+    await copyStamps(client, stamps)
+    await indexAndAnalyze(client)
+  })
+  return { rows, providers: stamps.length }
+}
+
+/** A body as JSON text without insignificant whitespace, keys in their order. */
+export function canonicalJson(body: string): string {
+  return JSON.stringify(JSON.parse(body))
 }

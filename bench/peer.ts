@@ -17,18 +17,16 @@
 //    metadata and between array elements), their cursors too; otherwise the bench stops.
 // 4. autocannon against each (BENCH_CONNECTIONS, BENCH_DURATION_SECONDS), after a warm-up.
 // Ends with one line of JSON: {"replicaRps", "postgresRps", "replicaP99Ms", "postgresP99Ms"}.
+//
+// Environment: BENCH_DURATION_SECONDS (8 per run), BENCH_CONNECTIONS (16); BENCH_PEER_CPU_PROF=<dir>
+// runs the servers under `node --cpu-prof`, their profiles written to <dir> when they stop.
 import type { ChildProcess } from 'node:child_process'
-import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import Database from 'better-sqlite3'
-import pg from 'pg'
 import { datasetOrganizations } from '../scripts/dataset/generate.ts'
-import { type BenchConfig, ConfigError, isolatedChildEnv, loadBenchConfig } from '../src/config.ts'
-import { currentGeneration } from '../src/layout.ts'
-import { repoRoot } from '../test/harness/paths.ts'
+import { type BenchConfig, ConfigError, loadBenchConfig } from '../src/config.ts'
 import { startPostgres, type StartedPostgres } from '../test/harness/postgres.ts'
 import { freePort } from '../test/harness/process.ts'
 import { benchDataset, benchDatasetOptions } from './dataset.ts'
@@ -42,71 +40,13 @@ import {
   stopChildren,
   waitFor,
 } from './http-load.ts'
-import { copyStamps, indexAndAnalyze, loadEvents } from './peer-load.ts'
+import { canonicalJson, loadBothSides } from './peer-load.ts'
 
 const CURSOR_SECRET = 'bench-peer-cursor-secret'
 const PAGES_COMPARED = 3
 
 function log(line: string): void {
   process.stdout.write(`${line}\n`)
-}
-
-/** The projector command on the file, in a child process (bench/projector.ts does the same). */
-function projectFile(path: string, dataDir: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', 'projector/main.ts', '--from-file', path],
-      {
-        cwd: repoRoot,
-        env: isolatedChildEnv(process.env, { DATA_DIR: dataDir, LOG_LEVEL: 'warn' }),
-        stdio: ['ignore', 'ignore', 'inherit'],
-      },
-    )
-    child.on('error', reject)
-    child.on('close', (code) =>
-      code === 0 ? resolve() : reject(new Error(`projector exited ${code}`)),
-    )
-  })
-}
-
-/** Every provider document's base stamp, from the replica's organization files. */
-function replicaStamps(
-  dataDir: string,
-  organizationIds: readonly string[],
-): { id: string; updatedAt: string }[] {
-  const gen = currentGeneration(dataDir)
-  if (gen === undefined) throw new BenchFailure('the projector published no generation')
-  const stamps: { id: string; updatedAt: string }[] = []
-  for (const organizationId of organizationIds) {
-    const db = new Database(gen.organizationPath(organizationId, null), { readonly: true })
-    try {
-      stamps.push(
-        ...(db.prepare('SELECT id, updated_at AS updatedAt FROM doc_providers').all() as {
-          id: string
-          updatedAt: string
-        }[]),
-      )
-    } finally {
-      db.close()
-    }
-  }
-  return stamps
-}
-
-async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url })
-  await client.connect()
-  try {
-    return await use(client)
-  } finally {
-    await client.end()
-  }
-}
-
-/** A body as JSON text without insignificant whitespace, keys in their order. */
-function canonical(body: string): string {
-  return JSON.stringify(JSON.parse(body))
 }
 
 interface Page {
@@ -141,7 +81,7 @@ async function comparedKey(
           `${path}: the replica answered ${replica.status}, PostgreSQL ${postgres.status}`,
         )
       }
-      if (canonical(replica.body) !== canonical(postgres.body)) {
+      if (canonicalJson(replica.body) !== canonicalJson(postgres.body)) {
         throw new BenchFailure(
           `${path}: the replica and PostgreSQL served different documents\n` +
             `  replica:    ${replica.body.slice(0, 600)}\n  postgresql: ${postgres.body.slice(0, 600)}`,
@@ -182,20 +122,14 @@ async function main(bench: BenchConfig): Promise<void> {
     const t0 = Date.now()
     postgres = await startPostgres()
     const url = postgres.url
-    const [rows] = await Promise.all([
-      withClient(url, (client) => loadEvents(client, dataset.path)),
-      projectFile(dataset.path, dataDir),
-    ])
-    const stamps = replicaStamps(
+    const { rows, providers } = await loadBothSides(
+      dataset.path,
+      url,
       dataDir,
       organizations.map((o) => o.id),
     )
-    await withClient(url, async (client) => {
-      await copyStamps(client, stamps)
-      await indexAndAnalyze(client)
-    })
     log(
-      `  ${rows} rows in PostgreSQL, ${stamps.length} providers in the replica, ` +
+      `  ${rows} rows in PostgreSQL, ${providers} providers in the replica, ` +
         `${((Date.now() - t0) / 1000).toFixed(0)} s`,
     )
 
@@ -206,23 +140,30 @@ async function main(bench: BenchConfig): Promise<void> {
       await freePort(),
       await freePort(),
     ]
+    const profileDir = process.env.BENCH_PEER_CPU_PROF
+    const profile = profileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]
     const startApi = (apiPort: number, apiAdminPort: number, env: Record<string, string> = {}) =>
-      startChild(['api/main.ts'], {
-        DATA_DIR: dataDir,
-        HOST: '127.0.0.1',
-        PORT: String(apiPort),
-        ADMIN_PORT: String(apiAdminPort),
-        LOG_LEVEL: 'warn',
-        CURSOR_SECRET,
-        RATE_LIMIT_PER_KEY: '1000000000',
-        RATE_LIMIT_PER_ORGANIZATION: '1000000000',
-        ...env,
-      })
+      startChild(
+        ['api/main.ts'],
+        {
+          DATA_DIR: dataDir,
+          HOST: '127.0.0.1',
+          PORT: String(apiPort),
+          ADMIN_PORT: String(apiAdminPort),
+          LOG_LEVEL: 'warn',
+          CURSOR_SECRET,
+          RATE_LIMIT_PER_KEY: '1000000000',
+          RATE_LIMIT_PER_ORGANIZATION: '1000000000',
+          ...env,
+        },
+        profile,
+      )
     const api = startApi(port, adminPort)
     const uncachedApi = startApi(uncachedPort, uncachedAdminPort, { PAGE_CACHE_MB: '0' })
     const route = startChild(
       ['bench/peer-route.ts', String(postgresPort), url, String(poolSize), CURSOR_SECRET],
       {},
+      profile,
     )
     children.push(api, uncachedApi, route)
     const replicaBase = `http://127.0.0.1:${port}/api/v1`
