@@ -10,7 +10,9 @@
 //   listUncached  the list request again, on a second api process with PAGE_CACHE_MB=0: every
 //           page read from SQLite (nothing writes to the file during the bench, so the first
 //           api serves list, cursor and since from its page cache after their first request)
-// then the list page again at half its saturation rate, for latency without queueing.
+// then the list page again at half its saturation rate, for latency without queueing, and the
+// bare route at that same rate: the latency the machine itself adds (other processes holding
+// the cores), the floor of the list's.
 // Prints the figures, then one line of JSON:
 //   {"listRps","bareRps","listP50Ms","listP99Ms","cursorRps","detailRps","listUncachedRps"}
 // A measured run with any error or non-2xx response makes the figures meaningless: the bench
@@ -179,6 +181,7 @@ async function main(bench: BenchConfig): Promise<void> {
     results.listUncached = await autocannon(bench, uncachedList, key, uncachedProcess)
     const half = Math.max(1, Math.round((results.list as LoadResult).rps / 2))
     results.listHalf = await autocannon(bench, urls.list, key, apiProcess, half)
+    results.bareHalf = await autocannon(bench, urls.bare, undefined, bareProcess, half)
 
     for (const [name, r] of Object.entries(results))
       process.stdout.write(`${resultLine(name, r)}\n`)
@@ -198,7 +201,8 @@ async function main(bench: BenchConfig): Promise<void> {
         `list/bare ${(list.cpuMsPerRequest / bare.cpuMsPerRequest).toFixed(2)}x\n` +
         `list/bare ${((100 * list.rps) / bare.rps).toFixed(1)}% (target >= 50%), without the ` +
         `page cache ${((100 * uncached.rps) / bare.rps).toFixed(1)}%; ` +
-        `p99 at ${half} req/s (half saturation) ${listHalf.p99} ms (target < 10 ms)\n`,
+        `p99 at ${half} req/s (half saturation) ${listHalf.p99} ms (target < 10 ms), the bare ` +
+        `route's at the same rate ${(results.bareHalf as LoadResult).p99} ms\n`,
     )
     process.stdout.write(
       `${JSON.stringify({
