@@ -202,7 +202,7 @@ async function main(bench: BenchConfig): Promise<void> {
         `list/bare ${((100 * list.rps) / bare.rps).toFixed(1)}% (target >= 50%), without the ` +
         `page cache ${((100 * uncached.rps) / bare.rps).toFixed(1)}%; ` +
         `p99 at ${half} req/s (half saturation) ${listHalf.p99} ms (target < 10 ms), the bare ` +
-        `route's at the same rate ${(results.bareHalf as LoadResult).p99} ms\n`,
+        `route's at the same rate ${results.bareHalf.p99} ms\n`,
     )
     process.stdout.write(
       `${JSON.stringify({
