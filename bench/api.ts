@@ -20,7 +20,9 @@
 //
 // Environment: BENCH_DURATION_SECONDS (8 per run), BENCH_CONNECTIONS (16); BENCH_API_CPU_PROF=<dir>
 // runs the api processes under `node --cpu-prof`, their profiles written to <dir> when they stop
-// (open them in Chrome DevTools or speedscope to see where a request's time goes).
+// (open them in Chrome DevTools or speedscope to see where a request's time goes);
+// BENCH_API_NODE_FLAGS: more node flags for the api processes (`--trace-gc`, which NODE_OPTIONS
+// refuses).
 import type { ChildProcess } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -109,7 +111,10 @@ async function main(bench: BenchConfig): Promise<void> {
   const children: ChildProcess[] = []
   const bodyFile = join(replica.dataDir, 'bare-body.json')
   const profileDir = process.env.BENCH_API_CPU_PROF
-  const profile = profileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]
+  const profile = [
+    ...(profileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]),
+    ...(process.env.BENCH_API_NODE_FLAGS ?? '').split(' ').filter((flag) => flag !== ''),
+  ]
   const startApi = (apiPort: number, apiAdminPort: number, env: Record<string, string> = {}) =>
     startChild(
       ['api/main.ts'],
