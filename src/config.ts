@@ -260,6 +260,8 @@ const verifyEnv = projectorEnv.extend({
     .regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://'),
   /** Debezium's replication slot (connector.json `slot.name`): how far it has read the WAL. */
   VERIFY_SLOT_NAME: z.string().min(1).default('credentialing_replica'),
+  /** Where Debezium writes its heartbeats (topic.heartbeat.prefix + '.' + topic.prefix). */
+  VERIFY_HEARTBEAT_TOPIC: z.string().min(1).optional(),
   /** Rows read from PostgreSQL per query (keyset pages by primary key). */
   VERIFY_PAGE_ROWS: positiveInt.max(100_000).default(5_000),
   /** How long to wait for the replica to apply what PostgreSQL had committed at the snapshot. */
@@ -271,6 +273,7 @@ export type VerifyConfig = {
   projector: ProjectorConfig
   databaseUrl: string
   slotName: string
+  heartbeatTopic: string
   pageRows: number
   catchUpTimeoutMs: number
 }
@@ -281,6 +284,7 @@ export function loadVerifyConfig(env: Env): VerifyConfig {
     projector: loadProjectorConfig(env),
     databaseUrl: e.DATABASE_URL,
     slotName: e.VERIFY_SLOT_NAME,
+    heartbeatTopic: e.VERIFY_HEARTBEAT_TOPIC ?? `__debezium-heartbeat.${e.TOPIC_PREFIX}`,
     pageRows: e.VERIFY_PAGE_ROWS,
     catchUpTimeoutMs: e.VERIFY_CATCH_UP_TIMEOUT_MS,
   }

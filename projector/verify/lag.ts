@@ -1,10 +1,17 @@
 // How far behind PostgreSQL the replica is, so that lag is never reported as drift.
 //
 // A change committed before the snapshot is in the replica once (1) Debezium has written it to
-// Kafka, which its replication slot says: `confirmed_flush_lsn` past the snapshot's WAL position
-// means every change before it is in the topics; then (2) the live projector's consumer group has
-// committed the topics' ends as they were at that moment (it commits a position only after the
-// files that applied it). `verify` waits, bounded, for both before comparing.
+// Kafka and (2) the live projector's consumer group has committed the topics' ends as they were
+// then (it commits a position only after the files that applied it). `verify` waits, bounded, for
+// both before comparing. For (1), the evidence is, in order:
+//   - Debezium's replication slot: `confirmed_flush_lsn` at or past the snapshot's WAL position
+//     means every change before it is in the topics. Debezium confirms only positions of changes
+//     it captured, so while the product tables are idle the slot stays behind any other WAL;
+//   - then a Debezium heartbeat written after the snapshot (heartbeat.interval.ms, its own topic):
+//     the connector's loop was alive after the snapshot, having processed what PostgreSQL had sent
+//     it, which is everything before the snapshot unless the server itself lagged in decoding;
+//   - no slot of that name (a connector gone, or its slot dropped): lag cannot be told from drift,
+//     and the report says so.
 //
 // The opposite case, a replica ahead of the snapshot (changes committed after it, applied before
 // the comparison), is told by each organization file's applied offsets: a file that applied
@@ -21,17 +28,15 @@ export type TopicEnds = Map<string, bigint>
 
 const key = (topic: string, partition: number) => `${topic}\u0000${partition}`
 
-export interface ReplicaPosition {
-  /** Change events in Kafka the live projector had not committed. */
-  eventsBehind: number
-  /** Bytes of WAL between Debezium's confirmed position and the snapshot; undefined: no slot. */
-  walBytesBehind: number | undefined
-}
+/** What showed that Debezium had written every change before the snapshot to Kafka. */
+export type DebeziumEvidence = 'slot' | 'heartbeat' | 'no-slot'
 
 export interface KafkaView {
   ends(): Promise<TopicEnds>
   /** Events of `ends` the group has not committed yet. */
   behind(groupId: string, ends: TopicEnds): Promise<number>
+  /** Whether `topic` exists and holds a record written at or after `sinceMs`. */
+  recordSince(topic: string, sinceMs: number): Promise<boolean>
   close(): Promise<void>
 }
 
@@ -86,36 +91,32 @@ export async function openKafkaView(options: {
       }
       return Number(behind)
     },
+    async recordSince(topic, sinceMs) {
+      if (!(await admin.listTopics()).includes(topic)) return false
+      const ends = await admin.fetchTopicOffsets(topic)
+      const from = await admin.fetchTopicOffsetsByTimestamp(topic, sinceMs)
+      // No record that late: Kafka answers the end offset (or -1).
+      return from.some((p) => {
+        const end = ends.find((e) => e.partition === p.partition)?.high ?? '0'
+        return BigInt(p.offset) >= 0n && BigInt(p.offset) < BigInt(end)
+      })
+    },
     async close() {
       await admin.disconnect().catch(() => undefined)
     },
   }
 }
 
-/** Where the replica stands against the snapshot, read right after it was taken. */
-export async function positionAtSnapshot(
-  database: ProductDatabase,
-  kafka: KafkaView,
-  groupId: string,
-  slotName: string,
-): Promise<ReplicaPosition> {
-  const slot = await database.slot(slotName)
-  const eventsBehind = await kafka.behind(groupId, await kafka.ends())
-  return {
-    eventsBehind,
-    walBytesBehind:
-      slot.confirmedFlushLsn === undefined
-        ? undefined
-        : Math.max(0, database.snapshot.lsnNumber - slot.confirmedFlushLsn),
-  }
+/** Change events in Kafka the live projector had not applied, read right after the snapshot. */
+export async function eventsBehindNow(kafka: KafkaView, groupId: string): Promise<number> {
+  return kafka.behind(groupId, await kafka.ends())
 }
 
 export interface CaughtUp {
   /** The topics' ends once Debezium had written everything before the snapshot. */
   ends: TopicEnds
   waitedSeconds: number
-  /** Whether Debezium's slot vouched for the topics (false: no such slot, lag is unknown). */
-  slotFound: boolean
+  debezium: DebeziumEvidence
 }
 
 /**
@@ -125,22 +126,41 @@ export interface CaughtUp {
 export async function waitForReplica(
   database: ProductDatabase,
   kafka: KafkaView,
-  options: { groupId: string; slotName: string; timeoutMs: number; signal?: AbortSignal },
+  options: {
+    groupId: string
+    slotName: string
+    heartbeatTopic: string
+    timeoutMs: number
+    signal?: AbortSignal
+  },
 ): Promise<CaughtUp> {
   const started = performance.now()
   const deadline = started + options.timeoutMs
   const target = database.snapshot.lsnNumber
-  let slotFound = true
+  const seconds = Math.round(options.timeoutMs / 1000)
+  let debezium: DebeziumEvidence
   for (;;) {
     const slot = await database.slot(options.slotName)
     if (!slot.exists) {
-      slotFound = false
+      debezium = 'no-slot'
       break
     }
-    if ((slot.confirmedFlushLsn ?? 0) >= target) break
+    if ((slot.confirmedFlushLsn ?? 0) >= target) {
+      debezium = 'slot'
+      break
+    }
+    if (
+      slot.active &&
+      (await kafka.recordSince(options.heartbeatTopic, database.snapshot.at.getTime()))
+    ) {
+      debezium = 'heartbeat'
+      break
+    }
     if (performance.now() > deadline || options.signal?.aborted === true) {
       throw new VerifyRefused(
-        `Debezium's slot ${options.slotName} is ${target - (slot.confirmedFlushLsn ?? 0)} bytes of WAL behind the snapshot after ${Math.round(options.timeoutMs / 1000)} s${slot.active ? '' : ' and inactive: is the connector running?'} (VERIFY_CATCH_UP_TIMEOUT_MS)`,
+        slot.active
+          ? `Debezium (slot ${options.slotName}) showed no progress past the snapshot in ${seconds} s: neither its slot nor a heartbeat on ${options.heartbeatTopic} (VERIFY_CATCH_UP_TIMEOUT_MS; is heartbeat.interval.ms set?)`
+          : `Debezium's slot ${options.slotName} is inactive and behind the snapshot: is the connector running?`,
       )
     }
     await sleep(250)
@@ -151,12 +171,12 @@ export async function waitForReplica(
     if (behind === 0) break
     if (performance.now() > deadline || options.signal?.aborted === true) {
       throw new VerifyRefused(
-        `the replica is still ${behind} change events behind the snapshot after ${Math.round(options.timeoutMs / 1000)} s: is the projector running? (VERIFY_CATCH_UP_TIMEOUT_MS)`,
+        `the replica is still ${behind} change events behind the snapshot after ${seconds} s: is the projector running? (VERIFY_CATCH_UP_TIMEOUT_MS)`,
       )
     }
     await sleep(250)
   }
-  return { ends, waitedSeconds: (performance.now() - started) / 1000, slotFound }
+  return { ends, waitedSeconds: (performance.now() - started) / 1000, debezium }
 }
 
 /** Whether an organization file has applied a change past `ends` (a change after the snapshot). */

@@ -33,12 +33,13 @@ export interface LagReport {
   snapshotAt: string
   /** Change events in Kafka the replica had not applied when the snapshot was taken. */
   eventsBehind: number
-  /** WAL bytes Debezium had not confirmed at the snapshot; null: its slot was not found. */
-  walBytesBehind: number | null
   /** How long verify waited for the replica to apply everything before the snapshot. */
   waitedSeconds: number
-  /** False: no replication slot of that name, so lag could not be told from drift. */
-  slotFound: boolean
+  /**
+   * What showed Debezium had written every change before the snapshot: its slot's confirmed
+   * position, a heartbeat after the snapshot, or nothing (no slot: lag not told from drift).
+   */
+  debezium: 'slot' | 'heartbeat' | 'no-slot'
 }
 
 export interface VerifyReport {
@@ -100,15 +101,12 @@ export function reportTable(report: VerifyReport): string {
 function tableLines(report: VerifyReport, verb: string): string[] {
   const lines: string[] = []
   const { lag } = report
+  const events = `${lag.eventsBehind} change event${lag.eventsBehind === 1 ? '' : 's'}`
   lines.push(
-    `PostgreSQL snapshot at ${lag.snapshotAt} (WAL ${lag.snapshotLsn}). ` +
-      (lag.slotFound
-        ? `The replica was ${lag.eventsBehind} change event${lag.eventsBehind === 1 ? '' : 's'} behind` +
-          (lag.walBytesBehind === null
-            ? ''
-            : ` (Debezium ${lag.walBytesBehind} bytes of WAL behind)`) +
-          `; applied up to the snapshot after ${lag.waitedSeconds.toFixed(1)} s.`
-        : `Debezium's replication slot was not found: lag could not be told from drift (the replica was ${lag.eventsBehind} Kafka events behind).`),
+    `PostgreSQL snapshot at ${lag.snapshotAt} (WAL ${lag.snapshotLsn}). The replica was ${events} behind; ` +
+      (lag.debezium === 'no-slot'
+        ? `Debezium's replication slot was not found, so changes it has not sent could not be told from drift.`
+        : `it had applied everything before the snapshot ${lag.waitedSeconds.toFixed(1)} s later (Debezium: ${lag.debezium === 'slot' ? 'its slot confirmed' : 'a heartbeat after the snapshot'}).`),
     '',
   )
   const header = ['organization', 'resource', 'equal', 'differing', 'missing', 'extra']

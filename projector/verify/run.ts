@@ -29,7 +29,7 @@ import { buildExpected } from './build.ts'
 import {
   appliedPast,
   openKafkaView,
-  positionAtSnapshot,
+  eventsBehindNow,
   waitForReplica,
   type KafkaView,
 } from './lag.ts'
@@ -173,7 +173,7 @@ async function checkPass(
   const database = await openProductDatabase(config.databaseUrl, { pageRows: config.pageRows })
   const dir = join(context.verifyDir, `${runName()}-${process.pid}`)
   try {
-    const atSnapshot = await positionAtSnapshot(database, kafka, groupId, config.slotName)
+    const eventsBehind = await eventsBehindNow(kafka, groupId)
     const estimate = await database.estimatedRows()
     if (estimate !== undefined && organizations === undefined) deps.progress?.setTotal(estimate)
     mkdirSync(dir, { recursive: true })
@@ -189,6 +189,7 @@ async function checkPass(
     const caught = await waitForReplica(database, kafka, {
       groupId,
       slotName: config.slotName,
+      heartbeatTopic: config.heartbeatTopic,
       timeoutMs: config.catchUpTimeoutMs,
       ...(deps.signal === undefined ? {} : { signal: deps.signal }),
     })
@@ -227,10 +228,9 @@ async function checkPass(
       lag: {
         snapshotLsn: database.snapshot.lsn,
         snapshotAt: database.snapshot.at.toISOString(),
-        eventsBehind: atSnapshot.eventsBehind,
-        walBytesBehind: atSnapshot.walBytesBehind ?? null,
+        eventsBehind,
         waitedSeconds: Math.round(caught.waitedSeconds * 10) / 10,
-        slotFound: caught.slotFound,
+        debezium: caught.debezium,
       },
       rowsRead: expected.rows,
       rowsRefused: expected.refused,

@@ -203,13 +203,13 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     for (const name of ['provider-groups', 'enrollments', 'group-enrollments', 'expirables']) {
       expect(resource(report, b.organizationId, name).equal, name).toBeGreaterThan(0)
     }
-    expect(report.lag.slotFound).toBe(true)
+    expect(report.lag.debezium).not.toBe('no-slot')
 
     const table = await verify([])
     expect(table.code).toBe(0)
     expect(table.stdout).toContain(`Checked 2 organizations: no drift`)
     expect(table.stdout).toMatch(
-      /PostgreSQL snapshot at .* The replica was \d+ change events? behind/,
+      /PostgreSQL snapshot at .* The replica was \d+ change events? behind; it had applied everything before the snapshot/,
     )
   })
 
@@ -227,14 +227,6 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     expect(partial.code).toBe(2)
     expect(partial.stderr.trim()).toMatch(
       /^verify: role replica_verify_partial lacks SELECT on public\.documents \(column \w+\) of .* \(GRANT SELECT ON public\.documents TO replica_verify_partial\)$/,
-    )
-
-    const wrongPassword = await verify([], {
-      DATABASE_URL: databaseUrl().replace('verify-secret', 'wrong'),
-    })
-    expect(wrongPassword.code).toBe(2)
-    expect(wrongPassword.stderr.trim()).toMatch(
-      /^verify: cannot connect to .*password authentication failed/,
     )
 
     const noUrl = await verify([], { DATABASE_URL: '' })
@@ -330,7 +322,7 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     db.close()
     const path = livePath(b.organizationId)
     const before = digest(path)
-    for (const afterMs of [1_500, 4_000]) {
+    for (const afterMs of [2_000, 9_000, 14_000]) {
       const child = spawn(
         process.execPath,
         ['--import', 'tsx', 'projector/verify/main.ts', '--repair'],
@@ -357,11 +349,12 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     await sql.query(`select pg_drop_replication_slot('credentialing_replica')`)
     await updateRow(sql, 'providers', b.providers[2]!, { last_name: 'Unseen' })
     const added = await insertProvider(sql, b.organizationId, { first_name: 'Unseen' })
+    await deleteRow(sql, 'provider_identifiers', await identifierOf(b.providers[5]!))
     await deleteRow(sql, 'providers', b.providers[5]!)
 
     const { code, report } = await verifyJson()
     expect(code).toBe(1)
-    expect(report.lag.slotFound).toBe(false)
+    expect(report.lag.debezium).toBe('no-slot')
     expect(report.organizations.map((o) => [o.organizationId, o.status])).toEqual(
       [
         [a.organizationId, 'equal'],
