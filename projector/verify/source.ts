@@ -240,9 +240,11 @@ async function checkGrants(
 
 function oneLine(error: unknown): string {
   const message = error instanceof Error ? error.message : String(error)
-  const code = (error as { code?: unknown }).code
-  const text = message.split('\n')[0]!.trim() || String(code ?? 'unknown error')
-  return typeof code === 'string' && !text.includes(code) && /^[0-9A-Z]{5}$/.test(code)
+  const raw = (error as { code?: unknown }).code
+  const code = typeof raw === 'string' ? raw : undefined
+  const text = message.split('\n')[0]!.trim() || (code ?? 'unknown error')
+  // PostgreSQL's SQLSTATE (e.g. 42501) helps a search; a Node error code is in the text already.
+  return code !== undefined && !text.includes(code) && /^[0-9A-Z]{5}$/.test(code)
     ? `${text} (${code})`
     : text
 }
