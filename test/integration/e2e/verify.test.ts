@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { readOrganizationFiles } from '../../../projector/control-file.ts'
 import type { VerifyReport } from '../../../projector/verify/report.ts'
 import { currentGeneration } from '../../../src/layout.ts'
-import { Pipeline, TOPIC_PREFIX } from '../../support/e2e.ts'
+import { consumerLag, Pipeline, TOPIC_PREFIX } from '../../support/e2e.ts'
 import {
   deleteRow,
   insertDocument,
@@ -205,12 +205,32 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     }
     expect(report.lag.debezium).not.toBe('no-slot')
 
-    const table = await verify([])
+    // stderr is not a terminal here: progress is a log line, in rows.
+    const table = await verify([], { LOG_LEVEL: 'info', PROGRESS_INTERVAL_MS: '50' })
     expect(table.code).toBe(0)
+    expect(table.stderr).toMatch(
+      /"task":"verify","unit":"rows","done":\d+.*"msg":"progress finished"/,
+    )
     expect(table.stdout).toContain(`Checked 2 organizations: no drift`)
     expect(table.stdout).toMatch(
       /PostgreSQL snapshot at .* The replica was \d+ change events? behind; it had applied everything before the snapshot/,
     )
+  })
+
+  it('a replica behind PostgreSQL at the snapshot is waited for, not reported as drift', async () => {
+    await pipeline.projector!.stop()
+    await updateRow(pipeline.sql, 'providers', a.providers[4]!, { last_name: 'Behind' })
+    // Debezium runs: the change reaches Kafka, with no projector to apply it.
+    await pipeline.eventually('the change to wait in Kafka', async () =>
+      (await consumerLag(pipeline.kafka.brokers, 'e2e-replica')) > 0 ? true : undefined,
+    )
+    const running = verifyJson()
+    await sleep(3_000)
+    await pipeline.startMainProjector()
+    const { code, report } = await running
+    expect(report.lag.eventsBehind).toBeGreaterThan(0)
+    expect(report.organizations.filter((o) => o.status !== 'equal')).toEqual([])
+    expect(code).toBe(0)
   })
 
   it('refuses what it cannot do, in one line and exit 2, touching nothing', async () => {
@@ -372,6 +392,12 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     expect(table.code).toBe(1)
     expect(table.stdout).toContain("Debezium's replication slot was not found")
     console.log(`verify report (a change the connector never saw):\n${table.stdout}`)
+
+    // The topics never had the change: a rebuild from them cannot repair it, and says so.
+    const repair = await verify(['--org', b.organizationId, '--repair'])
+    expect(repair.code, repair.stderr).toBe(1)
+    expect(repair.stdout).toContain(`Repair: rebuilt ${b.organizationId} from the topics`)
+    expect(repair.stdout).toMatch(/Drift: 1 of 1 organizations differ from PostgreSQL[^\n]*\n$/)
   })
 })
 
