@@ -16,7 +16,7 @@
 // file serving and unchanged if it is killed at any point. A run killed here leaves only its
 // scratch folder, which the next run removes.
 import { randomBytes } from 'node:crypto'
-import { existsSync, mkdirSync, readdirSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, rmSync, statfsSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import type { Logger } from 'pino'
@@ -79,6 +79,7 @@ export async function verifyReplica(
   try {
     const verifyDir = join(config.projector.dataDir, 'verify')
     removeLeftovers(verifyDir, deps.logger)
+    checkDiskSpace(config.projector.dataDir, live, options.organizations)
     const context = { deps, live, kafka, groupId, verifyDir }
     const report = await checkOrganizations(context, options.organizations)
     if (!options.repair || !report.drift) return report
@@ -273,6 +274,35 @@ function consumerGroup(live: Generation): string | undefined {
       .get() as string | undefined
   } finally {
     db.close()
+  }
+}
+
+/**
+ * Refuses to start without room for the files built from PostgreSQL: about the size of the live
+ * files checked, twice over (the file and its WAL before a checkpoint), and 64 MB.
+ */
+function checkDiskSpace(
+  dataDir: string,
+  live: Generation,
+  organizations: readonly string[] | undefined,
+): void {
+  const wanted = organizations === undefined ? undefined : new Set(organizations)
+  let bytes = 0
+  for (const name of readdirSync(live.organizationsDir)) {
+    const parsed = parseOrganizationFileName(name.replace(/-(wal|shm)$/, ''))
+    if (parsed === undefined || (wanted !== undefined && !wanted.has(parsed.organizationId))) {
+      continue
+    }
+    bytes += statSync(join(live.organizationsDir, name)).size
+  }
+  const needed = bytes * 2 + 64 * 1024 * 1024
+  const fs = statfsSync(dataDir)
+  const free = fs.bavail * fs.bsize
+  if (free < needed) {
+    const mb = (n: number) => Math.ceil(n / (1024 * 1024))
+    throw new VerifyRefused(
+      `not enough disk space in ${dataDir}: verify needs ${mb(needed)} MB free to build the documents from PostgreSQL, there are ${mb(free)} MB`,
+    )
   }
 }
 
