@@ -254,6 +254,42 @@ export function loadBenchConfig(env: Env): BenchConfig {
   return { durationSeconds: e.BENCH_DURATION_SECONDS, connections: e.BENCH_CONNECTIONS }
 }
 
+const verifyEnv = projectorEnv.extend({
+  DATABASE_URL: z
+    .string({ error: 'is required: the product database to check the replica against' })
+    .regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://'),
+  /** Debezium's replication slot (connector.json `slot.name`): how far it has read the WAL. */
+  VERIFY_SLOT_NAME: z.string().min(1).default('credentialing_replica'),
+  /** Where Debezium writes its heartbeats (topic.heartbeat.prefix + '.' + topic.prefix). */
+  VERIFY_HEARTBEAT_TOPIC: z.string().min(1).optional(),
+  /** Rows read from PostgreSQL per query (keyset pages by primary key). */
+  VERIFY_PAGE_ROWS: positiveInt.max(100_000).default(5_000),
+  /** How long to wait for the replica to apply what PostgreSQL had committed at the snapshot. */
+  VERIFY_CATCH_UP_TIMEOUT_MS: positiveInt.default(120_000),
+})
+
+/** `npm run verify` (projector/verify/): the projector's settings (for --repair) and the source. */
+export type VerifyConfig = {
+  projector: ProjectorConfig
+  databaseUrl: string
+  slotName: string
+  heartbeatTopic: string
+  pageRows: number
+  catchUpTimeoutMs: number
+}
+
+export function loadVerifyConfig(env: Env): VerifyConfig {
+  const e = parseEnv(verifyEnv, env)
+  return {
+    projector: loadProjectorConfig(env),
+    databaseUrl: e.DATABASE_URL,
+    slotName: e.VERIFY_SLOT_NAME,
+    heartbeatTopic: e.VERIFY_HEARTBEAT_TOPIC ?? `__debezium-heartbeat.${e.TOPIC_PREFIX}`,
+    pageRows: e.VERIFY_PAGE_ROWS,
+    catchUpTimeoutMs: e.VERIFY_CATCH_UP_TIMEOUT_MS,
+  }
+}
+
 /**
  * The environment of a child process that must not inherit this one's configuration: only
  * `PATH`, so that it finds the same programs, then `vars`.

@@ -10,6 +10,7 @@ import {
   loadBenchConfig,
   loadDemoConfig,
   loadProjectorConfig,
+  loadVerifyConfig,
 } from '../../src/config.ts'
 
 /** The ConfigError a loader throws for `env`. */
@@ -169,5 +170,26 @@ describe('loadProjectorConfig', () => {
     expect(() => loadProjectorConfig({ PROGRESS_INTERVAL_MS: '0' })).toThrow(
       /PROGRESS_INTERVAL_MS: /,
     )
+  })
+})
+
+describe('loadVerifyConfig', () => {
+  it('requires DATABASE_URL and never echoes it; the rest has defaults', () => {
+    expect(refusal(() => loadVerifyConfig({})).message).toMatch(/DATABASE_URL: is required/)
+    const bad = refusal(() => loadVerifyConfig({ DATABASE_URL: 'mysql://u:hunter2@h/db' }))
+    expect(bad.message).toMatch(/DATABASE_URL: must start with postgres:\/\//)
+    expect(bad.message).not.toContain('hunter2')
+    const config = loadVerifyConfig({ DATABASE_URL: 'postgres://v@db/product', TOPIC_PREFIX: 'p' })
+    expect(config).toMatchObject({
+      databaseUrl: 'postgres://v@db/product',
+      slotName: 'credentialing_replica',
+      heartbeatTopic: '__debezium-heartbeat.p',
+      pageRows: 5_000,
+      catchUpTimeoutMs: 120_000,
+      projector: { dataDir: './data', topicPrefix: 'p' },
+    })
+    expect(() =>
+      loadVerifyConfig({ DATABASE_URL: 'postgres://db/p', VERIFY_PAGE_ROWS: '0' }),
+    ).toThrow(/VERIFY_PAGE_ROWS: /)
   })
 })
