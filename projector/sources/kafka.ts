@@ -13,7 +13,7 @@ import {
 import type { Logger } from 'pino'
 import { sourceTables } from '../../schema/events.ts'
 import type { Progress } from '../../src/progress.ts'
-import type { Applier, BatchOutcome } from '../apply.ts'
+import type { BatchOutcome } from '../apply.ts'
 import { deadLetterHeaders, deadLetterValue } from '../dead-letters.ts'
 import type { SourceRecord } from '../decode.ts'
 import { handoverSeeks, type HandoverRequest } from '../rebuild/handover.ts'
@@ -28,8 +28,13 @@ export interface KafkaSourceOptions {
    * live projector dead-lettered already).
    */
   deadLetterTopic?: string
-  applier: Applier
+  applier: BatchApplier
   logger: Logger
+  /**
+   * An error of the applier that must stop the projector (a lane failed: lanes.ts): true when it
+   * is one. The source then stops consuming, committing nothing past what was applied.
+   */
+  onFatal?: (error: Error) => boolean
   onBatch: (outcome: BatchOutcome, seconds: number) => void
   onLag: (topic: string, partition: number, lag: number) => void
   /** Once, the first time the lag is zero everywhere; the next lag check waits for it. */
@@ -42,7 +47,7 @@ export interface KafkaSourceOptions {
    */
   handovers?: {
     pending(): HandoverRequest[]
-    take(requests: readonly HandoverRequest[]): void
+    take(requests: readonly HandoverRequest[]): void | Promise<void>
   }
   handoverIntervalMs?: number
   /**
@@ -50,6 +55,14 @@ export interface KafkaSourceOptions {
    * connection: every event there is for a fresh consumer group (a rebuild).
    */
   progress?: Progress | undefined
+}
+
+/** What the source needs of an applier: the single-threaded one (apply.ts) or the lanes. */
+export interface BatchApplier {
+  applyBatch(records: readonly SourceRecord[]): BatchOutcome | Promise<BatchOutcome>
+  /** Commits what an initial load holds open (`loadCommitEvents`). */
+  commit(): void | Promise<void>
+  buildInProgress(): Promise<void> | undefined
 }
 
 export interface KafkaSource {
@@ -79,6 +92,8 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   let producer: Producer | undefined
   let admin: Admin | undefined
   let stopping = false
+  /** The applier failed for good (`onFatal`): nothing more is applied or committed. */
+  let failed = false
   let lagTimer: NodeJS.Timeout | undefined
   let caughtUp = false
   let lagChecking = false
@@ -123,7 +138,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     const seeks = handoverSeeks(requests, await nextOffsets())
     for (const seek of seeks) uncommitted.set(`${seek.topic}\u0000${seek.partition}`, seek)
     if (seeks.length > 0) await commitApplied()
-    handovers.take(requests)
+    await handovers.take(requests)
     for (const seek of seeks) {
       consumer.seek(seek)
       position.set(`${seek.topic}\u0000${seek.partition}`, BigInt(seek.offset))
@@ -146,7 +161,8 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
 
   /** Commits the files, then the offsets of every batch applied so far. */
   async function commitApplied(): Promise<void> {
-    applier.commit()
+    if (failed) return
+    await applier.commit()
     lastCommitAt = Date.now()
     if (uncommitted.size === 0 || consumer === undefined) return
     const offsets = [...uncommitted.values()]
@@ -221,6 +237,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   async function applyBatch(payload: EachBatchPayload): Promise<void> {
     const { batch } = payload
     if (batch.messages.length === 0 || !payload.isRunning() || payload.isStale()) return
+    if (failed) return
     // Catch-up's document build writes the files on worker threads: wait, staying in the group.
     for (let build = applier.buildInProgress(); build; build = applier.buildInProgress()) {
       await Promise.race([build, sleep(1_000)])
@@ -236,7 +253,17 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       key: m.key,
       value: m.value,
     }))
-    const outcome = applier.applyBatch(records)
+    let outcome: BatchOutcome
+    try {
+      outcome = await applier.applyBatch(records)
+    } catch (error) {
+      if (!(error instanceof Error) || options.onFatal?.(error) !== true) throw error
+      // Stopping: the offsets of this batch (and of what the load held) are never committed.
+      failed = true
+      stopping = true
+      uncommitted.clear()
+      return
+    }
     if (outcome.deadLetters.length > 0 && options.deadLetterTopic !== undefined) {
       await producer!.send({
         topic: options.deadLetterTopic,
