@@ -11,12 +11,10 @@ export const ItemKind = {
   Hinted: 0,
   /** Bytes of an upsert that moved a row out of this lane's organization: a delete there. */
   MoveOut: 1,
-  /** An event the main thread decoded (a delete routed by the routing index). */
+  /** An event the main thread decoded (a delete routed by the routing index, a truncate). */
   Decoded: 2,
-  /** A truncate: every organization of the lane. */
-  Truncate: 3,
   /** Creates the organization's file (an organization row came). */
-  Ensure: 4,
+  Ensure: 3,
 } as const
 export type ItemKind = (typeof ItemKind)[keyof typeof ItemKind]
 

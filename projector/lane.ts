@@ -1,16 +1,14 @@
-// One lane: a worker thread that owns the organizations whose id hashes to it (lane-hint.ts) and
-// is the only writer of their files. It decodes the events handed to it (lanes.ts packs them),
+// One lane: a worker thread that owns the organizations the main thread assigned to it
+// (lane-hint.ts) and is the only writer of their files. It decodes the events handed to it (lanes.ts packs them),
 // applies them per organization exactly as the single-threaded applier does (apply.ts), and
 // answers each request in order. Started by lanes.ts; every request gets one answer.
 import Database from 'better-sqlite3'
-import { readdirSync } from 'node:fs'
 import { parentPort, workerData } from 'node:worker_threads'
 import type { OrganizationTable } from '../schema/events.ts'
-import { generation as generationAt, parseOrganizationFileName } from '../src/layout.ts'
+import { generation as generationAt } from '../src/layout.ts'
 import { cacheShares } from './cache-budget.ts'
 import { decodeRecord, type RowChange, type SourceRecord } from './decode.ts'
 import type { RefreshStats } from './documents/index.ts'
-import { laneOf } from './lane-hint.ts'
 import {
   ITEM_FIELDS,
   ItemKind,
@@ -51,9 +49,6 @@ function organizationFile(organizationId: string): OrganizationFile {
     files.set(organizationId, file)
     return file
   }
-  if (laneOf(organizationId, options.lanes) !== options.lane) {
-    throw new Error(`lane ${options.lane} was handed organization ${organizationId}, not its own`)
-  }
   const path = generation.organizationPath(organizationId, fileOf.get(organizationId))
   file = openOrganizationFile(organizationId, path, {
     offsetGuard: options.offsetGuard,
@@ -79,18 +74,6 @@ function shareCache(newFile: OrganizationFile): void {
   if (share === cacheKiB) return newFile.setCacheKiB(share)
   cacheKiB = share
   for (const file of files.values()) file.setCacheKiB(share)
-}
-
-/** This lane's organizations that have a file (truncates reach every one). */
-function ownOrganizations(): string[] {
-  const organizations = new Set<string>()
-  for (const name of readdirSync(generation.organizationsDir)) {
-    const parsed = parseOrganizationFileName(name)
-    if (parsed !== undefined && laneOf(parsed.organizationId, options.lanes) === options.lane) {
-      organizations.add(parsed.organizationId)
-    }
-  }
-  return [...organizations]
 }
 
 function applyBatch(request: Extract<LaneRequest, { type: 'batch' }>): LaneOutcome {
@@ -119,12 +102,6 @@ function applyBatch(request: Extract<LaneRequest, { type: 'batch' }>): LaneOutco
     if (kind === ItemKind.Decoded) {
       const { organizationId, event } = events[nextEvent++]!
       toOrganization(organizationId, event)
-      continue
-    }
-    if (kind === ItemKind.Truncate) {
-      const { event } = events[nextEvent++]!
-      const organizations = new Set([...ownOrganizations(), ...byOrganization.keys()])
-      for (const organizationId of organizations) toOrganization(organizationId, event)
       continue
     }
     const organizationId = strings[meta[i + 7]!]!

@@ -1,7 +1,7 @@
 // The live projector's applier: organizations applied in parallel, in lanes.
 //
-// LANES worker threads (lane.ts) each own the organizations whose id hashes to them (lane-hint.ts
-// `laneOf`) and are the only writers of those files. The main thread reads records, and for each
+// LANES worker threads (lane.ts) each own the organizations assigned to them, in turn as each is
+// first seen (lane-hint.ts `LaneAssignment`), and are the only writers of those files. The main thread reads records, and for each
 // one finds its organization in its bytes (lane-hint.ts: no parsing), writes its route in
 // control.db, and packs it for the lane that owns the organization; the lanes parse, decode,
 // validate and apply. What the bytes do not name (deletes, truncates, control tables, anything
@@ -21,7 +21,7 @@ import { typescriptWorkerSource } from './build-pool.ts'
 import type { ControlEvent, ControlFile } from './control-file.ts'
 import { decodeRecord, type RowChange, type SourceRecord } from './decode.ts'
 import type { RefreshStats } from './documents/index.ts'
-import { laneHint, laneOf, type LaneHint } from './lane-hint.ts'
+import { LaneAssignment, laneHint, type LaneHint } from './lane-hint.ts'
 import {
   ItemKind,
   type LaneAnswer,
@@ -125,12 +125,17 @@ type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : n
 
 /** One lane's share of a batch, as it is packed (lane-protocol.ts). */
 class LanePacker {
-  buf = Buffer.allocUnsafe(64 * 1024)
+  /** Never from Buffer's shared pool (at least 4 KB): its memory is transferred to the lane. */
+  buf: Buffer
   used = 0
   meta: number[] = []
   strings: string[] = []
   readonly #stringIndex = new Map<string, number>()
   events: Array<{ organizationId: string; event: OrganizationEvent }> = []
+
+  constructor(expectedBytes: number) {
+    this.buf = Buffer.allocUnsafe(Math.max(64 * 1024, expectedBytes))
+  }
 
   #string(value: string): number {
     let index = this.#stringIndex.get(value)
@@ -188,15 +193,6 @@ class LanePacker {
   }
 }
 
-/** Where the uuid of a hinted row starts in its bytes (checked by the lane against its decode). */
-function idPosition(buf: Buffer, start: number, end: number, hint: LaneHint): number {
-  const at = buf.indexOf(`"id":"${hint.id}"`, start, 'latin1')
-  if (at >= 0 && at < end) return at + 6
-  // Upper-case in the bytes: the hint lower-cased it, as the decoder does.
-  const upper = buf.indexOf(`"id":"${hint.id.toUpperCase()}"`, start, 'latin1')
-  return upper >= 0 && upper < end ? upper + 6 : -1
-}
-
 export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
   const { generation, topicPrefix, logger, lanes } = options
   const inner = createApplier(options)
@@ -215,6 +211,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
     maxOpenFiles: Math.max(1, Math.ceil((options.maxOpenFiles ?? 64) / lanes)),
     cacheBudgetBytes: options.cacheBudgetBytes,
   })
+  const assignment = new LaneAssignment(lanes)
   const threads = Array.from(
     { length: lanes },
     (_, lane) => new LaneThread(lane, laneOptions(lane)),
@@ -263,6 +260,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
    */
   async function apply(
     count: number,
+    bytes: number,
     pack: (
       hinted: (
         hint: LaneHint,
@@ -292,8 +290,13 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
       if (byOutcome === undefined) outcome.events.set(table, (byOutcome = {}))
       byOutcome[what] = (byOutcome[what] ?? 0) + n
     }
-    const packers = threads.map(() => new LanePacker())
-    const packerOf = (organizationId: string) => packers[laneOf(organizationId, lanes)]!
+    const packers = threads.map(() => new LanePacker(Math.ceil((bytes * 1.25) / lanes)))
+    /** Organizations with events in this batch: a truncate reaches them, file or not yet. */
+    const inBatch = new Set<string>()
+    const packerOf = (organizationId: string) => {
+      inBatch.add(organizationId)
+      return packers[assignment.laneOf(organizationId)]!
+    }
     const controlEvents: ControlEvent[] = []
     /** Dead letters in the order of their records (index in the batch, or line number). */
     const letters: Array<{ order: number; letter: DeadLetter }> = []
@@ -306,7 +309,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
       record: { topic: string; partition: number; offset: number; lineNumber: number },
       index: number,
     ) => {
-      const idAt = idPosition(buf, start, end, hint)
+      const idAt = hint.idAt
       const movedFrom = control.route(hint.table, hint.id, hint.organizationId)
       if (movedFrom !== undefined) {
         packerOf(movedFrom).bytes(ItemKind.MoveOut, buf, start, end, record, movedFrom, idAt, index)
@@ -354,7 +357,10 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
       const orgChange = change as RowChange & { table: OrganizationTable }
       const event = { change: orgChange, origin }
       if (orgChange.kind === 'truncate') {
-        for (const packer of packers) packer.decoded(ItemKind.Truncate, '', event)
+        // Every organization with a file, and those whose first rows came earlier in this batch.
+        for (const organizationId of new Set([...inner.knownOrganizations(), ...inBatch])) {
+          packerOf(organizationId).decoded(ItemKind.Decoded, organizationId, event)
+        }
         return
       }
       if (orgChange.kind === 'delete') {
@@ -397,8 +403,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
         threads.map((thread, lane) => {
           const packer = packers[lane]!
           if (packer.empty) return Promise.resolve(undefined)
-          const buf = new Uint8Array(packer.used)
-          buf.set(packer.buf.subarray(0, packer.used))
+          const buf = new Uint8Array(packer.buf.buffer, packer.buf.byteOffset, packer.used)
           const meta = Float64Array.from(packer.meta)
           return thread.request(
             {
@@ -410,7 +415,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
               now,
               hold,
             },
-            [buf.buffer, meta.buffer],
+            [packer.buf.buffer as ArrayBuffer, meta.buffer],
           )
         }),
       )
@@ -471,6 +476,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
     applyBatch(records) {
       return apply(
         records.length,
+        0,
         (hinted, decoded) => {
           records.forEach((record, index) => {
             const bytes = valueBytes(record.value)
@@ -499,6 +505,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
       const { buf, lines } = batch
       return apply(
         lines.length / 3,
+        buf.length,
         (hinted, decoded) => {
           for (let i = 0; i < lines.length; i += 3) {
             const start = lines[i]!
@@ -554,7 +561,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
 
     async replaceOrganizationFile(organizationId, file) {
       await idle()
-      const owner = threads[laneOf(organizationId, lanes)]!
+      const owner = threads[assignment.laneOf(organizationId)]!
       await owner.request({ type: 'close-files', organizations: [organizationId] })
       const restamped = inner.replaceOrganizationFile(organizationId, file)
       inner.closeFiles()
