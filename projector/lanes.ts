@@ -399,7 +399,9 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
       for (const organizationId of changed.organizations)
         packerOf(organizationId).ensure(organizationId)
       const now = Date.now()
-      const handed = Promise.all(
+      // Settled, not raced: when one lane fails, the others finish their share first, so what a
+      // restart finds is every healthy lane's share applied, never torn by the stop.
+      const handed = Promise.allSettled(
         threads.map((thread, lane) => {
           const packer = packers[lane]!
           if (packer.empty) return Promise.resolve(undefined)
@@ -421,7 +423,10 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
       )
       inFlight.add(handed)
       try {
-        answers = await handed
+        const settled = await handed
+        const failed = settled.find((r) => r.status === 'rejected')
+        if (failed !== undefined) throw failed.reason
+        answers = settled.map((r) => (r.status === 'fulfilled' ? r.value : undefined))
       } finally {
         inFlight.delete(handed)
       }
