@@ -57,7 +57,6 @@ export type LaneRequest =
   | { type: 'commit'; seq: number }
   | { type: 'rollback'; seq: number }
   | { type: 'close-files'; seq: number; organizations?: string[] }
-  | { type: 'caught-up'; seq: number }
   | { type: 'retire-prior'; seq: number }
   | { type: 'close'; seq: number }
 

@@ -38,7 +38,7 @@ const fileOf = control.prepare<[string], string>(
 fileOf.pluck()
 const files = new Map<string, OrganizationFile>()
 const reader = new LineReader()
-let caughtUp = options.caughtUp
+const caughtUp = options.caughtUp
 let cacheKiB: number | undefined
 
 function organizationFile(organizationId: string): OrganizationFile {
@@ -238,9 +238,6 @@ function handle(request: LaneRequest): LaneAnswer {
         break
       case 'close-files':
         closeFiles(request.organizations)
-        break
-      case 'caught-up':
-        caughtUp = true
         break
       case 'retire-prior':
         prior?.close()

@@ -78,13 +78,20 @@ class LaneThread {
   readonly #worker: Worker
   readonly #pending = new Map<number, Pending>()
   #seq = 0
+  #terminated = false
   failure: LaneFailure | undefined
 
   constructor(
     readonly lane: number,
     options: LaneOptions,
   ) {
-    this.#worker = new Worker(laneSource, { eval: true, workerData: options })
+    // A small young generation, as the build workers have (build-pool.ts): V8's default sizes it
+    // for throughput, at tens of MB of resident memory per thread for no measurable speed.
+    this.#worker = new Worker(laneSource, {
+      eval: true,
+      workerData: options,
+      resourceLimits: { maxYoungGenerationSizeMb: 8 },
+    })
     this.#worker.on('message', (answer: LaneAnswer) => {
       const pending = this.#pending.get(answer.seq)
       this.#pending.delete(answer.seq)
@@ -108,6 +115,7 @@ class LaneThread {
     transfer: ArrayBuffer[] = [],
   ): Promise<LaneOutcome | undefined> {
     if (this.failure !== undefined) return Promise.reject(this.failure)
+    if (this.#terminated) return Promise.reject(new Error(`lane ${this.lane} has stopped`))
     const seq = ++this.#seq
     return new Promise((resolve, reject) => {
       this.#pending.set(seq, { resolve, reject })
@@ -116,6 +124,9 @@ class LaneThread {
   }
 
   async terminate(): Promise<void> {
+    this.#terminated = true
+    for (const p of this.#pending.values()) p.reject(new Error(`lane ${this.lane} has stopped`))
+    this.#pending.clear()
     this.#worker.removeAllListeners()
     await this.#worker.terminate()
   }
@@ -197,7 +208,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
   const { generation, topicPrefix, logger, lanes } = options
   const inner = createApplier(options)
   const control = inner.control
-  const laneOptions = (lane: number): LaneOptions => ({
+  const laneOptions = (lane: number, caughtUp: boolean): LaneOptions => ({
     lane,
     lanes,
     dataDir: dirname(dirname(generation.dir)),
@@ -207,15 +218,17 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
     offsetGuard: options.offsetGuard,
     walCheckpointBytes: options.walCheckpointBytes,
     deferDocumentsUntilCaughtUp: options.deferDocumentsUntilCaughtUp === true,
-    caughtUp: inner.caughtUp,
+    caughtUp,
     maxOpenFiles: Math.max(1, Math.ceil((options.maxOpenFiles ?? 64) / lanes)),
     cacheBudgetBytes: options.cacheBudgetBytes,
   })
   const assignment = new LaneAssignment(lanes)
-  const threads = Array.from(
-    { length: lanes },
-    (_, lane) => new LaneThread(lane, laneOptions(lane)),
-  )
+  const startLanes = () =>
+    Array.from(
+      { length: lanes },
+      (_, lane) => new LaneThread(lane, laneOptions(lane, inner.caughtUp)),
+    )
+  let threads = startLanes()
   /** Batches handed to the lanes and not answered by all of them yet. */
   const inFlight = new Set<Promise<unknown>>()
   let building: Promise<void> | undefined
@@ -544,13 +557,19 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
     async markCaughtUp() {
       if (inner.caughtUp) return { rewritten: 0, unchanged: 0, removed: 0 }
       let built: RefreshStats = { rewritten: 0, unchanged: 0, removed: 0 }
-      // The build runs here and on build workers (apply.ts), on files the lanes let go of.
+      // The build runs here and on build workers (apply.ts), on files the lanes let go of. The
+      // lanes themselves go meanwhile: the build is where memory peaks, and their heaps would
+      // sit idle through it. New ones start once it is done.
       building = (async () => {
         await idle()
-        await everyLane({ type: 'close-files' })
-        built = await inner.markCaughtUp()
-        inner.closeFiles()
-        if (inner.caughtUp) await everyLane({ type: 'caught-up' })
+        await everyLane({ type: 'close' })
+        await Promise.all(threads.map((t) => t.terminate()))
+        try {
+          built = await inner.markCaughtUp()
+          inner.closeFiles()
+        } finally {
+          threads = startLanes()
+        }
       })()
       try {
         await building
