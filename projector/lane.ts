@@ -226,8 +226,12 @@ function handle(request: LaneRequest): LaneAnswer {
           return { seq: request.seq, ok: true, outcome: applyBatch(request) }
         } catch (error) {
           // What this batch (and the load's held transactions) wrote goes: the source re-reads
-          // from its committed position, which is not past this batch.
-          for (const file of files.values()) file.rollback()
+          // from its committed position, which is not past this batch. A line that is not a
+          // record is found before anything is written, and ends a file run: what came before
+          // it stays, as before lanes.
+          if (!(error instanceof FileSourceError)) {
+            for (const file of files.values()) file.rollback()
+          }
           throw error
         }
       case 'commit':

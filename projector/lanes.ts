@@ -41,7 +41,7 @@ export class LaneFailure extends Error {
     readonly lane: number,
     message: string,
   ) {
-    super(message)
+    super(`lane ${lane}: ${message}`)
   }
 }
 
@@ -444,7 +444,8 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
         inFlight.delete(handed)
       }
     } catch (error) {
-      if (hold) await rollbackAll()
+      // A line that is not a record ends a file run as before lanes: what came before it stays.
+      if (hold && !(error instanceof FileSourceError)) await rollbackAll()
       if (error instanceof LaneFailure) {
         logger.error(
           { lane: error.lane, error: error.message },
