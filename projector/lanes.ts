@@ -206,6 +206,10 @@ class LanePacker {
 
 export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
   const { generation, topicPrefix, logger, lanes } = options
+  if (options.onlyOrganizations !== undefined) {
+    // A rebuild aside keeps some organizations: it runs the single-threaded applier (apply.ts).
+    throw new Error('lanes apply every organization; onlyOrganizations is for createApplier')
+  }
   const inner = createApplier(options)
   const control = inner.control
   const laneOptions = (lane: number, caughtUp: boolean): LaneOptions => ({
