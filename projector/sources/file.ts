@@ -97,18 +97,23 @@ export interface LineBatch {
   lines: number[]
 }
 
-/** Reads the file in batches of about `batchSize` lines, copied out of the read buffers. */
+/**
+ * Reads the file in batches of `batchSize` lines, or fewer when they pass `maxBatchBytes`, copied
+ * out of the read buffers. The bytes bound what batches in flight hold: the lanes' copies of a
+ * batch, and the next one read meanwhile (5,000 schema-wrapped events are 29 MB).
+ */
 export async function* readLineBatches(
   path: string,
   batchSize: number,
   onBytesRead?: (bytes: number) => void,
+  maxBatchBytes = 4 << 20,
 ): AsyncGenerator<LineBatch> {
   let buf = Buffer.allocUnsafe(1 << 20)
   let used = 0
   let lines: number[] = []
   const take = (): LineBatch => {
     const batch = { buf: buf.subarray(0, used), lines }
-    buf = Buffer.allocUnsafe(Math.max(1 << 20, used))
+    buf = Buffer.allocUnsafe(1 << 20)
     used = 0
     lines = []
     return batch
@@ -129,9 +134,10 @@ export async function* readLineBatches(
       lines.push(used, used + length, lineNumber)
       used += length
     },
-    size: () => lines.length / 3,
+    // A batch over its bytes counts as full.
+    size: () => (used >= maxBatchBytes ? batchSize : lines.length / 3),
     *full() {
-      if (lines.length / 3 >= batchSize) yield take()
+      if (lines.length / 3 >= batchSize || used >= maxBatchBytes) yield take()
     },
     *rest() {
       if (lines.length > 0) yield take()
