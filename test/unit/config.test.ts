@@ -1,6 +1,6 @@
 // The environment loaders: defaults, and a refusal naming the variable for each bad value.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -162,6 +162,13 @@ describe('loadProjectorConfig', () => {
     expect(() => loadProjectorConfig({ DOCUMENT_BUILD_WORKERS: '1.5' })).toThrow(
       /DOCUMENT_BUILD_WORKERS: /,
     )
+  })
+
+  it('runs one lane per core by default, configurable, and refuses 0 and a fraction', () => {
+    expect(loadProjectorConfig({}).lanes).toBe(availableParallelism())
+    expect(loadProjectorConfig({ LANES: '3' }).lanes).toBe(3)
+    expect(() => loadProjectorConfig({ LANES: '0' })).toThrow(/LANES: /)
+    expect(() => loadProjectorConfig({ LANES: '1.5' })).toThrow(/LANES: /)
   })
 
   it('logs progress every 5 s by default, configurable, and refuses 0', () => {
