@@ -43,6 +43,10 @@ if (!Number.isSafeInteger(targetEvents) || targetEvents < 1)
 if (!Number.isSafeInteger(kafkaEvents) || kafkaEvents < 1)
   throw new Error('--kafka-events must be a positive integer')
 
+/** LANES passes through to the projector (its default: one lane per core). */
+const lanes: Record<string, string> =
+  process.env.LANES === undefined ? {} : { LANES: process.env.LANES }
+
 function log(line: string): void {
   process.stderr.write(`${line}\n`)
 }
@@ -58,7 +62,7 @@ function projectFile(
       ['--import', 'tsx', 'projector/main.ts', '--from-file', path],
       {
         cwd: repoRoot,
-        env: isolatedChildEnv(process.env, { DATA_DIR: dataDir, LOG_LEVEL: 'info' }),
+        env: isolatedChildEnv(process.env, { DATA_DIR: dataDir, LOG_LEVEL: 'info', ...lanes }),
         stdio: ['ignore', 'pipe', 'inherit'],
       },
     )
@@ -228,6 +232,7 @@ async function main(): Promise<void> {
           KAFKA_GROUP_ID: 'bench-projector',
           ADMIN_PORT: '0',
           LOG_LEVEL: 'warn',
+          ...lanes,
         })
         const projector = createProjector({ config, logger: pino({ level: 'warn' }) })
         const t0 = process.hrtime.bigint()
