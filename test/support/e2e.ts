@@ -76,10 +76,11 @@ async function startEntry(
   entry: string,
   env: Record<string, string>,
   logDir: string,
+  args: string[] = [],
 ): Promise<{ proc: ManagedProcess; adminUrl: string }> {
   const adminPort = await freePort()
   const adminUrl = `http://127.0.0.1:${adminPort}`
-  const proc = startProcess(label, process.execPath, ['--import', 'tsx', entry], {
+  const proc = startProcess(label, process.execPath, ['--import', 'tsx', entry, ...args], {
     cwd: repoRoot,
     env: childEnv({ ...env, ADMIN_HOST: '127.0.0.1', ADMIN_PORT: String(adminPort) }),
     logFile: join(logDir, `${label}.log`),
@@ -124,6 +125,10 @@ export interface ProjectorOptions {
   groupId: string
   logDir: string
   label: string
+  /** Command-line arguments, e.g. ['--rebuild']. */
+  args?: string[]
+  /** More environment, e.g. NODE_OPTIONS for a profile. */
+  env?: Record<string, string>
 }
 
 export async function startProjector(options: ProjectorOptions): Promise<ProjectorProcess> {
@@ -136,8 +141,10 @@ export async function startProjector(options: ProjectorOptions): Promise<Project
       KAFKA_GROUP_ID: options.groupId,
       TOPIC_PREFIX,
       LOG_LEVEL: 'info',
+      ...options.env,
     },
     options.logDir,
+    options.args,
   )
   return {
     ...replicaProcess(proc, adminUrl),
