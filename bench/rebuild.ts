@@ -359,7 +359,16 @@ async function main(): Promise<void> {
         `page ${pageSize}, pause ${pollPauseMs} ms, overlap ${overlapMs / 1000} s: first sync...`,
     )
     pollersDone = Promise.all(pollers.map((p) => p.run(stopPollers.signal)))
-    await waitUntil('every poller synced once', () => pollers.every((p) => p.synced), 10 * 60_000)
+    await waitUntil(
+      'every poller synced once',
+      () => {
+        // A client that cannot sync at all makes every figure after this meaningless.
+        const failure = pollers.flatMap((p) => p.failures)[0]
+        if (failure !== undefined) throw new Error(`a poller's first sync failed: ${failure.what}`)
+        return pollers.every((p) => p.synced)
+      },
+      10 * 60_000,
+    )
     // The overlap window still holds the documents of the load: wait for it to pass them.
     await sleep(overlapMs + 1_000)
 
