@@ -398,12 +398,8 @@ async function main(): Promise<void> {
       logDir,
       label: 'rebuild',
       args: ['--rebuild'],
-      env: {
-        PROGRESS_INTERVAL_MS: '1000',
-        ...(values.profile === true
-          ? { NODE_OPTIONS: `--cpu-prof --cpu-prof-dir=${profileDir}` }
-          : {}),
-      },
+      env: { PROGRESS_INTERVAL_MS: '1000' },
+      nodeArgs: values.profile === true ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
     })
     started.push(rebuilding)
     await waitUntil(

@@ -77,10 +77,12 @@ async function startEntry(
   env: Record<string, string>,
   logDir: string,
   args: string[] = [],
+  nodeArgs: string[] = [],
 ): Promise<{ proc: ManagedProcess; adminUrl: string }> {
   const adminPort = await freePort()
   const adminUrl = `http://127.0.0.1:${adminPort}`
-  const proc = startProcess(label, process.execPath, ['--import', 'tsx', entry, ...args], {
+  const argv = [...nodeArgs, '--import', 'tsx', entry, ...args]
+  const proc = startProcess(label, process.execPath, argv, {
     cwd: repoRoot,
     env: childEnv({ ...env, ADMIN_HOST: '127.0.0.1', ADMIN_PORT: String(adminPort) }),
     logFile: join(logDir, `${label}.log`),
@@ -127,8 +129,10 @@ export interface ProjectorOptions {
   label: string
   /** Command-line arguments, e.g. ['--rebuild']. */
   args?: string[]
-  /** More environment, e.g. NODE_OPTIONS for a profile. */
+  /** More environment. */
   env?: Record<string, string>
+  /** Node's own options, e.g. --cpu-prof (not allowed in NODE_OPTIONS). */
+  nodeArgs?: string[]
 }
 
 export async function startProjector(options: ProjectorOptions): Promise<ProjectorProcess> {
@@ -145,6 +149,7 @@ export async function startProjector(options: ProjectorOptions): Promise<Project
     },
     options.logDir,
     options.args,
+    options.nodeArgs,
   )
   return {
     ...replicaProcess(proc, adminUrl),
