@@ -39,17 +39,25 @@ import {
 import { benchDataset } from './dataset.ts'
 import { produceFile } from './produce.ts'
 
-const { values } = parseArgs({
-  options: {
-    events: { type: 'string', default: '1000000' },
-    'quiet-seconds': { type: 'string', default: '20' },
-    'pollers-per-organization': { type: 'string', default: '2' },
-    'poll-pause-ms': { type: 'string', default: '100' },
-    'overlap-seconds': { type: 'string', default: '2' },
-    'page-size': { type: 'string', default: '100' },
-    profile: { type: 'boolean', default: false },
-  },
-})
+function parseOptions() {
+  try {
+    return parseArgs({
+      options: {
+        events: { type: 'string', default: '1000000' },
+        'quiet-seconds': { type: 'string', default: '20' },
+        'pollers-per-organization': { type: 'string', default: '2' },
+        'poll-pause-ms': { type: 'string', default: '100' },
+        'overlap-seconds': { type: 'string', default: '2' },
+        'page-size': { type: 'string', default: '100' },
+        profile: { type: 'boolean', default: false },
+      },
+    }).values
+  } catch (error) {
+    process.stderr.write(`bench:rebuild: ${(error as Error).message}\n`)
+    process.exit(2)
+  }
+}
+const values = parseOptions()
 
 function positive(name: string, min = 1): number {
   const value = Number(values[name as keyof typeof values])
