@@ -294,7 +294,7 @@ function rebuildStages(
     ['document build', s(built - replayed)],
     ['  its organizations, summed over lanes', buildLaneSeconds],
     ['publish (CURRENT swapped)', s(published - built)],
-    ['until this bench saw CURRENT', s(swappedAtMs - published)],
+    ['until this bench saw CURRENT', Math.max(0, s(swappedAtMs - published))],
   ]
 }
 
