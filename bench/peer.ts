@@ -25,11 +25,10 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { datasetOrganizations } from '../scripts/dataset/generate.ts'
 import { type BenchConfig, ConfigError, loadBenchConfig } from '../src/config.ts'
 import { startPostgres, type StartedPostgres } from '../test/harness/postgres.ts'
 import { freePort } from '../test/harness/process.ts'
-import { benchDataset, benchDatasetOptions } from './dataset.ts'
+import { benchDataset } from './dataset.ts'
 import {
   autocannon,
   BenchFailure,
@@ -113,7 +112,7 @@ async function main(bench: BenchConfig): Promise<void> {
     throw new ConfigError('--pool must be a positive integer')
   }
   const dataset = await benchDataset(targetEvents, log)
-  const organizations = datasetOrganizations(benchDatasetOptions(targetEvents))
+  const { organizations } = dataset
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-peer-'))
   const children: ChildProcess[] = []
   let postgres: StartedPostgres | undefined

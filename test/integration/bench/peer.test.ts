@@ -11,10 +11,10 @@ import { createInterface } from 'node:readline'
 import type { FastifyInstance } from 'fastify'
 import pg from 'pg'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { benchDataset, benchDatasetOptions } from '../../../bench/dataset.ts'
+import { benchDataset } from '../../../bench/dataset.ts'
 import { canonicalJson, loadBothSides } from '../../../bench/peer-load.ts'
 import { buildPeerRoute } from '../../../bench/peer-route.ts'
-import { datasetOrganizations } from '../../../scripts/dataset/generate.ts'
+import type { DatasetSummary } from '../../../scripts/dataset/generate.ts'
 import { repoRoot } from '../../harness/paths.ts'
 import { startPostgres, type StartedPostgres } from '../../harness/postgres.ts'
 import { startApi, type RunningApi } from '../api/server.ts'
@@ -30,14 +30,16 @@ describe('bench:peer', () => {
   let route: FastifyInstance
   let routeUrl: string
   let providers: number
-  const organizations = datasetOrganizations(benchDatasetOptions(EVENTS))
+  let organizations: DatasetSummary['organizations']
   /** Keys the route on PostgreSQL serves: those without providers:read:sensitive. */
-  const baseKeys = organizations.flatMap((o) =>
-    o.keys.filter((k) => !k.scopes.includes('providers:read:sensitive')).map((k) => k.rawKey),
-  )
+  let baseKeys: string[]
 
   beforeAll(async () => {
     const dataset = await benchDataset(EVENTS, () => undefined)
+    organizations = dataset.organizations
+    baseKeys = organizations.flatMap((o) =>
+      o.keys.filter((k) => !k.scopes.includes('providers:read:sensitive')).map((k) => k.rawKey),
+    )
     postgres = await startPostgres()
     dataDir = mkdtempSync(join(tmpdir(), 'peer-test-'))
     ;({ providers } = await loadBothSides(
