@@ -1,9 +1,10 @@
 // The live projector's applier: organizations applied in parallel, in lanes.
 //
 // LANES worker threads (lane.ts) each own the organizations assigned to them, in turn as each is
-// first seen (lane-hint.ts `LaneAssignment`), and are the only writers of those files. The main thread reads records, and for each
-// one finds its organization in its bytes (lane-hint.ts: no parsing), writes its route in
-// control.db (a batch's routes in the order of their ids: `routeAndPack`), and packs it for the lane that owns the organization; the lanes parse, decode,
+// first seen (lane-hint.ts `LaneAssignment`), and are the only writers of those files. The main
+// thread reads records, and for each one finds its organization in its bytes (lane-hint.ts: no
+// parsing), writes its route in control.db (a batch's routes in the order of their ids:
+// `routeAndPack`), and packs it for the lane that owns the organization; the lanes parse, decode,
 // validate and apply. What the bytes do not name (deletes, truncates, control tables, anything
 // unusual) the main thread decodes itself, as the single-threaded applier did, and hands over
 // decoded. A batch is done when every lane has applied its share: only then does its outcome
