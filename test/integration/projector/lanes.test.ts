@@ -68,8 +68,36 @@ function lines(): string[] {
     // A delete carrying its key only, and its tombstone: routed by the routing index.
     record({ table: 'providers', op: 'd', before: { id: deleted }, lsn: 9e9 + 4, wrapped: false }),
     { ...record({ table: 'providers', op: 'd', before: { id: deleted } }), value: null },
+    // Routes are written in the order of ids, events packed in their own order (lanes.ts): a
+    // row that moves there and back, and one that moves to the other lane and is then deleted
+    // by its key, each within a few events, end where one-by-one routing would leave them.
+    ...[from, to, from].map((organizationId, i) =>
+      record({
+        table: 'providers',
+        op: i === 0 ? 'c' : 'u',
+        after: providerRow(uuid(900_004), organizationId, { last_name: `Round ${i}` }),
+        lsn: 9e9 + 6 + i,
+        wrapped: false,
+      }),
+    ),
+    ...[from, to].map((organizationId, i) =>
+      record({
+        table: 'providers',
+        op: i === 0 ? 'c' : 'u',
+        after: providerRow(uuid(900_005), organizationId),
+        lsn: 9e9 + 9 + i,
+        wrapped: false,
+      }),
+    ),
+    record({
+      table: 'providers',
+      op: 'd',
+      before: { id: uuid(900_005) },
+      lsn: 9e9 + 11,
+      wrapped: false,
+    }),
     // A truncate reaches every organization of every lane.
-    record({ table: 'enrollment_requirements', op: 't', lsn: 9e9 + 5, wrapped: false }),
+    record({ table: 'enrollment_requirements', op: 't', lsn: 9e9 + 12, wrapped: false }),
   ]
   return [...generateDataset(DATASET), ...extra.map((r) => JSON.stringify(r))]
 }
@@ -138,5 +166,10 @@ describe('lanes', () => {
     expect(providerIds(organizationPath(twoLanes, from))).not.toContain(uuid(900_001))
     expect(providerIds(organizationPath(twoLanes, to))).toContain(uuid(900_001))
     expect(providerIds(organizationPath(twoLanes, to))).not.toContain(uuid(900_002))
+    expect(providerIds(organizationPath(twoLanes, from))).toContain(uuid(900_004))
+    expect(providerIds(organizationPath(twoLanes, to))).not.toContain(uuid(900_004))
+    for (const organizationId of [from, to]) {
+      expect(providerIds(organizationPath(twoLanes, organizationId))).not.toContain(uuid(900_005))
+    }
   }, 120_000)
 })
