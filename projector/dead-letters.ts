@@ -2,6 +2,7 @@
 // their origin, so they can be inspected and replayed (`--from-file`) after a fix, and the
 // partition moves on. Columns that are never stored are removed from them too.
 import { appendFileSync } from 'node:fs'
+import type { Logger } from 'pino'
 import type { DeadLetter } from './apply.ts'
 
 const NEVER_STORED_COLUMNS = ['ssn', 'internal_notes', 'storage_key']
@@ -82,6 +83,22 @@ export function deadLetterLine(letter: DeadLetter): string {
 export function appendDeadLetters(path: string, letters: readonly DeadLetter[]): void {
   if (letters.length === 0) return
   appendFileSync(path, letters.map((l) => `${deadLetterLine(l)}\n`).join(''))
+}
+
+/** One warning per dead letter, naming its origin and reason (never its value). */
+export function logDeadLetters(logger: Logger, letters: readonly DeadLetter[]): void {
+  for (const letter of letters) {
+    logger.warn(
+      {
+        topic: letter.record.topic,
+        partition: letter.record.partition,
+        offset: letter.record.offset,
+        reason: letter.reason,
+        error: letter.message,
+      },
+      'dead-lettered a change event',
+    )
+  }
 }
 
 function jsonOrText(value: unknown): unknown {

@@ -16,7 +16,7 @@ import {
 import type { Progress } from '../src/progress.ts'
 import { buildAdmin } from './admin.ts'
 import type { BatchOutcome } from './apply.ts'
-import { appendDeadLetters } from './dead-letters.ts'
+import { appendDeadLetters, logDeadLetters } from './dead-letters.ts'
 import { createLaneApplier, LaneFailure, type LaneApplier } from './lanes.ts'
 import { createProjectorMetrics, type ProjectorMetrics } from './metrics.ts'
 import { openPriorGeneration, type PriorGeneration } from './rebuild/prior-stamps.ts'
@@ -202,18 +202,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
       )
       const settle = (outcome: BatchOutcome, lines: number, t0: bigint) => {
         appendDeadLetters(deadLetterFile, outcome.deadLetters)
-        for (const letter of outcome.deadLetters) {
-          logger.warn(
-            {
-              topic: letter.record.topic,
-              partition: letter.record.partition,
-              offset: letter.record.offset,
-              reason: letter.reason,
-              error: letter.message,
-            },
-            'dead-lettered a change event',
-          )
-        }
+        logDeadLetters(logger, outcome.deadLetters)
         onBatch(outcome, Number(process.hrtime.bigint() - t0) / 1e9)
         summary.records += lines
         summary.deadLettered += outcome.deadLetters.length

@@ -14,7 +14,7 @@ import type { Logger } from 'pino'
 import { sourceTables } from '../../schema/events.ts'
 import type { Progress } from '../../src/progress.ts'
 import type { BatchOutcome } from '../apply.ts'
-import { deadLetterHeaders, deadLetterValue } from '../dead-letters.ts'
+import { deadLetterHeaders, deadLetterValue, logDeadLetters } from '../dead-letters.ts'
 import type { SourceRecord } from '../decode.ts'
 import { handoverSeeks, type HandoverRequest } from '../rebuild/handover.ts'
 
@@ -332,18 +332,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
           headers: { ...deadLetterHeaders(letter) },
         })),
       })
-      for (const letter of outcome.deadLetters) {
-        logger.warn(
-          {
-            topic: letter.record.topic,
-            partition: letter.record.partition,
-            offset: letter.record.offset,
-            reason: letter.reason,
-            error: letter.message,
-          },
-          'dead-lettered a change event',
-        )
-      }
+      logDeadLetters(logger, outcome.deadLetters)
     }
     position.set(`${batch.topic}\u0000${batch.partition}`, BigInt(last) + 1n)
     uncommitted.set(`${batch.topic}\u0000${batch.partition}`, {
