@@ -1,18 +1,24 @@
-// `npm run bench:projector`: how fast the projector applies change events, next to how fast
-// kafkajs alone can consume the same records, in the same run (these machines are noisy: compare
-// ratios, not absolute numbers).
+// `npm run bench:projector`: how fast the projector applies change events, in both of the
+// JsonConverter's encodings, next to how fast kafkajs alone can consume the same records, in the
+// same run (these machines are noisy: compare ratios, not absolute numbers).
 //
 //   npm run bench:projector [-- --events 1000000] [--kafka-events 200000] [--no-kafka] [--no-file]
+//       [--kafka-encoding schemaless|schemas|both]
 //
-// 1. A generated dataset (scripts/dataset) of --events Debezium events, cached in .cache/bench.
-// 2. File source: the real projector command (`projector --from-file`) in a child process, timed;
-//    its peak RSS is read from the child's own resource usage.
+// 1. A generated dataset (scripts/dataset) of --events Debezium events, cached in <cache>/bench,
+//    written twice from the same model: with schemas (`schemas.enable=true`, Debezium's default,
+//    ~5 KB an event) and without (`schemas.enable=false`, ~1 KB).
+// 2. File source, each encoding: the real projector command (`projector --from-file`) in a child
+//    process, timed; its peak RSS is read from the child's own resource usage.
 // 3. Kafka (a real broker from the test harness): the first --kafka-events records are produced to
 //    their topics, then consumed by a bare kafkajs consumer group (no work per message) and by the
 //    projector, each timed from before it connects: kafkajs alone to its last record, the projector
-//    to its offsets committed and /readyz (documents built).
-// Ends with one line of JSON: {"events", "eventsPerSecond", "kafkaOnlyEventsPerSecond",
-// "projectorKafkaEventsPerSecond", "peakRssMb"}.
+//    to its offsets committed and /readyz (documents built). By default on both encodings (each
+//    under its own topic prefix); the JSON line carries the schemaless run, the stricter ratio
+//    (kafkajs alone reads a quarter of the bytes) and the recommended setting.
+// Ends with one line of JSON: {"events", "eventsPerSecond" (with schemas),
+// "eventsPerSecondSchemaless", "kafkaOnlyEventsPerSecond", "projectorKafkaEventsPerSecond",
+// "peakRssMb" (the larger of the two file runs), "lanes"}.
 import { spawn } from 'node:child_process'
 import { createReadStream, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -26,7 +32,7 @@ import { changeTopics } from '../projector/sources/kafka.ts'
 import { isolatedChildEnv, loadProjectorConfig } from '../src/config.ts'
 import { kafkaClient, startKafka } from '../test/harness/kafka.ts'
 import { repoRoot } from '../test/harness/paths.ts'
-import { benchDataset } from './dataset.ts'
+import { type BenchEncoding, benchDataset } from './dataset.ts'
 
 const { values } = parseArgs({
   options: {
@@ -34,8 +40,17 @@ const { values } = parseArgs({
     'kafka-events': { type: 'string', default: '200000' },
     'no-kafka': { type: 'boolean', default: false },
     'no-file': { type: 'boolean', default: false },
+    'kafka-encoding': { type: 'string', default: 'both' },
   },
 })
+const kafkaEncodings: BenchEncoding[] =
+  values['kafka-encoding'] === 'both'
+    ? ['schemaless', 'schemas']
+    : values['kafka-encoding'] === 'schemas' || values['kafka-encoding'] === 'schemaless'
+      ? [values['kafka-encoding']]
+      : (() => {
+          throw new Error('--kafka-encoding must be schemas, schemaless or both')
+        })()
 const targetEvents = Number(values.events)
 const kafkaEvents = Number(values['kafka-events'])
 if (!Number.isSafeInteger(targetEvents) || targetEvents < 1)
@@ -51,7 +66,7 @@ function log(line: string): void {
 function projectFile(
   path: string,
   dataDir: string,
-): Promise<{ records: number; seconds: number; peakRssMb: number }> {
+): Promise<{ records: number; seconds: number; peakRssMb: number; lanes?: number }> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
@@ -67,7 +82,12 @@ function projectFile(
     child.on('error', reject)
     child.on('close', (code) => {
       if (code !== 0) return reject(new Error(`projector exited ${code}`))
-      const summary = JSON.parse(last) as { records: number; seconds: number; peakRssMb: number }
+      const summary = JSON.parse(last) as {
+        records: number
+        seconds: number
+        peakRssMb: number
+        lanes?: number
+      }
       resolve(summary)
     })
   })
@@ -82,6 +102,7 @@ async function produce(
   path: string,
   limit: number,
   topics: readonly string[],
+  topicPrefix: string,
 ): Promise<number> {
   const producer = kafka.producer({ allowAutoTopicCreation: true })
   await producer.connect()
@@ -102,6 +123,8 @@ async function produce(
   })) {
     if (line === '') continue
     const r = JSON.parse(line) as { topic: string; key: unknown; value: unknown }
+    // The dataset's prefix is `product`; each encoding gets topics of its own on one broker.
+    r.topic = `${topicPrefix}${r.topic.slice(r.topic.indexOf('.'))}`
     const message = {
       key: r.key === null ? null : JSON.stringify(r.key),
       value: r.value === null ? null : JSON.stringify(r.value),
@@ -158,9 +181,14 @@ async function waitReady(adminUrl: string | undefined): Promise<void> {
   }
 }
 
-async function kafkaOnly(kafka: Kafka, topics: string[], total: number): Promise<number> {
+async function kafkaOnly(
+  kafka: Kafka,
+  topics: string[],
+  total: number,
+  groupId: string,
+): Promise<number> {
   const consumer = kafka.consumer({
-    groupId: 'bench-kafkajs-only',
+    groupId,
     maxBytesPerPartition: 8 * 1024 * 1024,
     maxBytes: 32 * 1024 * 1024,
   })
@@ -186,18 +214,81 @@ async function kafkaOnly(kafka: Kafka, topics: string[], total: number): Promise
   return seen / seconds
 }
 
+/** The number of lanes a projector with this configuration runs (1 until lanes exist). */
+function lanesOf(config: object): number {
+  return 'lanes' in config && typeof config.lanes === 'number' ? config.lanes : 1
+}
+
+/** kafkajs alone, then the projector, on the first --kafka-events records in one encoding. */
+async function kafkaRun(
+  kafka: Kafka,
+  admin: Admin,
+  brokers: string[],
+  encoding: BenchEncoding,
+  dataDir: string,
+): Promise<{ kafkaOnly: number; projector: number; lanes: number }> {
+  const { path } = await benchDataset(targetEvents, log, encoding)
+  const topicPrefix = encoding === 'schemas' ? 'product' : 'schemaless'
+  const topics = changeTopics(topicPrefix)
+  await admin.createTopics({ waitForLeaders: true, topics: topics.map((topic) => ({ topic })) })
+  log(`${encoding}: producing the first ${kafkaEvents} records...`)
+  const produced = await produce(kafka, path, kafkaEvents, topics, topicPrefix)
+  const ends = await endOffsets(admin, topics)
+
+  log(`${encoding}: kafkajs alone...`)
+  const only = Math.round(await kafkaOnly(kafka, topics, produced, `bench-kafkajs-${encoding}`))
+  log(`  ${only} records/s`)
+
+  log(`${encoding}: projector on Kafka...`)
+  const groupId = `bench-projector-${encoding}`
+  const config = loadProjectorConfig({
+    DATA_DIR: join(dataDir, `kafka-${encoding}`),
+    KAFKA_BROKERS: brokers.join(','),
+    KAFKA_GROUP_ID: groupId,
+    TOPIC_PREFIX: topicPrefix,
+    ADMIN_PORT: '0',
+    LOG_LEVEL: 'warn',
+  })
+  const projector = createProjector({ config, logger: pino({ level: 'warn' }) })
+  const t0 = process.hrtime.bigint()
+  await projector.startKafka()
+  await waitCommitted(admin, groupId, topics, ends)
+  const committedSeconds = Number(process.hrtime.bigint() - t0) / 1e9
+  // Committed is not yet served: an initial load builds its documents once it has caught
+  // up, and only then is ready. The clock stops there.
+  await waitReady(projector.adminAddress())
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9
+  log(`  all committed after ${committedSeconds.toFixed(1)} s, ready after ${seconds.toFixed(1)} s`)
+  await projector.stop()
+  const rate = Math.round(produced / seconds)
+  log(`  ${rate} events/s (${((rate / only) * 100).toFixed(0)}% of kafkajs alone)`)
+  return { kafkaOnly: only, projector: rate, lanes: lanesOf(config) }
+}
+
 async function main(): Promise<void> {
-  const { path, events } = await benchDataset(targetEvents, log)
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-projector-'))
   try {
-    let file = { records: events, seconds: Number.NaN, peakRssMb: null as number | null }
-    let eventsPerSecond: number | null = null
+    const file: Partial<Record<BenchEncoding, Awaited<ReturnType<typeof projectFile>>>> = {}
+    let events = 0
+    let lanes = lanesOf(loadProjectorConfig({ DATA_DIR: dataDir }))
     if (values['no-file'] !== true) {
-      log(`file source: projecting ${events} events...`)
-      file = await projectFile(path, join(dataDir, 'file'))
-      eventsPerSecond = Math.round(file.records / file.seconds)
-      log(`  ${eventsPerSecond} events/s, peak RSS ${file.peakRssMb} MB`)
+      for (const encoding of ['schemas', 'schemaless'] as const) {
+        const dataset = await benchDataset(targetEvents, log, encoding)
+        events = dataset.events
+        log(
+          `file source, ${encoding} (${(dataset.bytes / dataset.events / 1024).toFixed(1)} KB an event): projecting ${dataset.events} events...`,
+        )
+        const summary = await projectFile(dataset.path, join(dataDir, `file-${encoding}`))
+        file[encoding] = summary
+        lanes = summary.lanes ?? lanes
+        log(
+          `  ${Math.round(summary.records / summary.seconds)} events/s, peak RSS ${summary.peakRssMb} MB`,
+        )
+        rmSync(join(dataDir, `file-${encoding}`), { recursive: true, force: true })
+      }
     }
+    const rate = (r: { records: number; seconds: number } | undefined) =>
+      r === undefined ? null : Math.round(r.records / r.seconds)
 
     let kafkaOnlyEventsPerSecond: number | null = null
     let projectorKafkaEventsPerSecond: number | null = null
@@ -206,53 +297,34 @@ async function main(): Promise<void> {
       const broker = await startKafka()
       try {
         const kafka = kafkaClient(broker.brokers, 'bench')
-        const topics = changeTopics('product')
         const admin = kafka.admin()
         await admin.connect()
-        await admin.createTopics({
-          waitForLeaders: true,
-          topics: topics.map((topic) => ({ topic })),
-        })
-        log(`producing the first ${kafkaEvents} records...`)
-        const produced = await produce(kafka, path, kafkaEvents, topics)
-        const ends = await endOffsets(admin, topics)
-
-        log('kafkajs alone...')
-        kafkaOnlyEventsPerSecond = Math.round(await kafkaOnly(kafka, topics, produced))
-        log(`  ${kafkaOnlyEventsPerSecond} records/s`)
-
-        log('projector on Kafka...')
-        const config = loadProjectorConfig({
-          DATA_DIR: join(dataDir, 'kafka'),
-          KAFKA_BROKERS: broker.brokers.join(','),
-          KAFKA_GROUP_ID: 'bench-projector',
-          ADMIN_PORT: '0',
-          LOG_LEVEL: 'warn',
-        })
-        const projector = createProjector({ config, logger: pino({ level: 'warn' }) })
-        const t0 = process.hrtime.bigint()
-        await projector.startKafka()
-        await waitCommitted(admin, 'bench-projector', topics, ends)
-        const committedSeconds = Number(process.hrtime.bigint() - t0) / 1e9
-        // Committed is not yet served: an initial load builds its documents once it has caught
-        // up, and only then is ready. The clock stops there.
-        await waitReady(projector.adminAddress())
-        const seconds = Number(process.hrtime.bigint() - t0) / 1e9
-        log(
-          `  all committed after ${committedSeconds.toFixed(1)} s, ready after ${seconds.toFixed(1)} s`,
-        )
-        await projector.stop()
-        projectorKafkaEventsPerSecond = Math.round(produced / seconds)
-        log(
-          `  ${projectorKafkaEventsPerSecond} events/s (${((projectorKafkaEventsPerSecond / kafkaOnlyEventsPerSecond) * 100).toFixed(0)}% of kafkajs alone)`,
-        )
+        for (const encoding of kafkaEncodings) {
+          const run = await kafkaRun(kafka, admin, broker.brokers, encoding, dataDir)
+          lanes = run.lanes
+          if (encoding === 'schemaless' || kafkaEncodings.length === 1) {
+            kafkaOnlyEventsPerSecond = run.kafkaOnly
+            projectorKafkaEventsPerSecond = run.projector
+          }
+        }
         await admin.disconnect()
       } finally {
         await broker.stop()
       }
     }
+    const peaks = [file.schemas?.peakRssMb, file.schemaless?.peakRssMb].filter(
+      (mb): mb is number => mb !== undefined,
+    )
     process.stdout.write(
-      `${JSON.stringify({ events: file.records, eventsPerSecond, kafkaOnlyEventsPerSecond, projectorKafkaEventsPerSecond, peakRssMb: file.peakRssMb })}\n`,
+      `${JSON.stringify({
+        events: events === 0 ? null : events,
+        eventsPerSecond: rate(file.schemas),
+        eventsPerSecondSchemaless: rate(file.schemaless),
+        kafkaOnlyEventsPerSecond,
+        projectorKafkaEventsPerSecond,
+        peakRssMb: peaks.length === 0 ? null : Math.max(...peaks),
+        lanes,
+      })}\n`,
     )
   } finally {
     rmSync(dataDir, { recursive: true, force: true })
