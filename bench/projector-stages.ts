@@ -7,16 +7,17 @@
 // the organization files' writes and the document build; `npm run bench:projector` measures the
 // whole.
 //
-// For comparison, in the same run: reading the same lines and parsing each whole with JSON.parse
-// (what the file source would cost without its schema-skipping fast path), on the first
-// --compare-events lines.
+// For comparison, in the same run: the first --compare-events lines read by the file source
+// (sourceParseMicros) and the same lines parsed each whole by JSON.parse (what the file source
+// would cost without its schema-skipping fast path: wholeLineJsonParseMicros), alternated twice,
+// the better of each kept.
 //
 //   npm run bench:projector:stages [-- --events 1000000] [--compare-events 200000]
 //       [--encoding schemas|schemaless|both]
 //
 // Ends with one line of JSON: {"events", "schemas": {...}, "schemaless": {...}, "budgetMicros"},
 // each encoding with "readAndParseMicros", "decodeMicros", "routeMicros", "firstStagesMicros",
-// "wholeLineJsonParseMicros", per event.
+// "sourceParseMicros", "wholeLineJsonParseMicros", per event.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -62,6 +63,7 @@ interface StageMicros {
   decodeMicros: number
   routeMicros: number
   firstStagesMicros: number
+  sourceParseMicros: number | null
   wholeLineJsonParseMicros: number | null
 }
 
@@ -129,9 +131,21 @@ async function stages(path: string): Promise<{ events: number; micros: StageMicr
       decodeMicros: perEvent(nanos.decode),
       routeMicros: perEvent(nanos.route),
       firstStagesMicros: perEvent(nanos.readAndParse + nanos.decode + nanos.route),
+      sourceParseMicros: null,
       wholeLineJsonParseMicros: null,
     },
   }
+}
+
+/** The first `limit` lines read by the file source; µs per line. */
+async function sourceParse(path: string, limit: number): Promise<number> {
+  let lines = 0
+  const started = process.hrtime.bigint()
+  for await (const batch of readRecordBatches(path, FILE_BATCH_RECORDS)) {
+    lines += batch.length
+    if (lines >= limit) break
+  }
+  return Number((Number(process.hrtime.bigint() - started) / 1000 / lines).toFixed(2))
 }
 
 /**
@@ -173,13 +187,22 @@ const result: Record<string, unknown> & { events: number } = { events: 0 }
 for (const encoding of encodings) {
   const { path } = await benchDataset(targetEvents, log, encoding)
   const { events, micros } = await stages(path)
-  if (compareEvents > 0)
-    micros.wholeLineJsonParseMicros = await wholeLineJsonParse(path, compareEvents)
+  if (compareEvents > 0) {
+    const source: number[] = []
+    const whole: number[] = []
+    for (let round = 0; round < 2; round++) {
+      source.push(await sourceParse(path, compareEvents))
+      whole.push(await wholeLineJsonParse(path, compareEvents))
+    }
+    micros.sourceParseMicros = Math.min(...source)
+    micros.wholeLineJsonParseMicros = Math.min(...whole)
+  }
   result.events = events
   result[encoding] = micros
   log(
     `${encoding}: ${events} events, per event: read and parse ${micros.readAndParseMicros} µs ` +
-      `(JSON.parse of whole lines: ${micros.wholeLineJsonParseMicros ?? '-'} µs), decode ` +
+      `(first ${compareEvents} lines: ${micros.sourceParseMicros ?? '-'} µs, JSON.parse of each ` +
+      `whole line ${micros.wholeLineJsonParseMicros ?? '-'} µs), decode ` +
       `${micros.decodeMicros} µs, route ${micros.routeMicros} µs; in all ${micros.firstStagesMicros} µs`,
   )
 }
