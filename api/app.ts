@@ -22,14 +22,7 @@ import type { ApiConfig } from '../src/config.ts'
 import type { Logger } from '../src/log.ts'
 import { buildAdmin } from './admin.ts'
 import { ResponseBuffers } from './buffers.ts'
-import {
-  authenticate,
-  bearerKey,
-  checkOrganization,
-  hashKey,
-  requireScope,
-  type Principal,
-} from './auth.ts'
+import { authenticate, bearerKey, checkOrganization, requireScope, type Principal } from './auth.ts'
 import {
   ApiError,
   errorBody,
@@ -175,7 +168,7 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     request.served = served
     reply.raw.once('close', () => replica.release(served))
     const rawKey = bearerKey(request.headers.authorization)
-    const { notReady, key } = served.lookup(rawKey instanceof ApiError ? '' : hashKey(rawKey))
+    const { notReady, key } = served.lookupRaw(rawKey instanceof ApiError ? undefined : rawKey)
     if (notReady !== undefined) throw notReady
     if (rawKey instanceof ApiError) throw rawKey
     const principal = authenticate(key, clock.now())

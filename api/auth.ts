@@ -1,5 +1,6 @@
-// Who is calling: the bearer key, looked up by its SHA-256 in control.db on every request (so a
-// revocation or an expiry takes effect on the next request), then the organization's state and
+// Who is calling: the bearer key, looked up by its SHA-256 in control.db (the lookup of a known
+// key is kept until control.db next changes, replica.ts, so a revocation takes effect on the next
+// request; an expiry is checked here on every request), then the organization's state and
 // the key's scopes, in the order spec/resources.md fixes. Pure functions over the key record.
 import { createHash } from 'node:crypto'
 import { scopes as allScopes, type Scope } from '../schema/resources.ts'

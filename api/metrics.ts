@@ -65,17 +65,31 @@ export function createMetrics(gauges: Gauges): ApiMetrics {
   // Both series exist from the start, so a hit ratio is defined before the first lookup.
   pageCache.inc({ result: 'hit' }, 0)
   pageCache.inc({ result: 'miss' }, 0)
+  const hits = pageCache.labels({ result: 'hit' })
+  const misses = pageCache.labels({ result: 'miss' })
+  // Each request's series, looked up once per route and status (route patterns and statuses are
+  // few): prom-client otherwise hashes the labels on every call.
+  const series = new Map<string, { answered: () => void; took: (seconds: number) => void }>()
   return {
     registry,
     observeRequest(route, status, seconds) {
-      requests.inc({ route, status: String(status) })
-      duration.observe({ route }, seconds)
+      const key = `${status} ${route}`
+      let serie = series.get(key)
+      if (serie === undefined) {
+        const count = requests.labels({ route, status: String(status) })
+        const time = duration.labels({ route })
+        serie = { answered: () => count.inc(), took: (s) => time.observe(s) }
+        series.set(key, serie)
+      }
+      serie.answered()
+      serie.took(seconds)
     },
     rateLimited(policy) {
       limited.inc({ policy })
     },
     pageCacheLookup(hit) {
-      pageCache.inc({ result: hit ? 'hit' : 'miss' })
+      if (hit) hits.inc()
+      else misses.inc()
     },
   }
 }

@@ -16,7 +16,7 @@ import { type FilePages, PageCache } from './page-cache.ts'
 
 class UnusableFile extends Error {}
 
-const DATA_VERSION: Sql = { sql: 'PRAGMA data_version', args: [] }
+const DATA_VERSION = 'PRAGMA data_version'
 /** The cache of a file opened without one (tests, tools): nothing is kept. */
 const NO_CACHE = new PageCache(0)
 
@@ -33,6 +33,7 @@ export class OrganizationFile {
   readonly pages: FilePages
   readonly #db: SqliteDatabase
   readonly #statements = new Map<string, Statement>()
+  readonly #dataVersion: Statement<[], number>
   readonly #inTransaction: (read: () => unknown) => unknown
 
   constructor(
@@ -43,6 +44,7 @@ export class OrganizationFile {
     this.name = name
     this.#db = db
     this.pages = pages
+    this.#dataVersion = db.prepare<[], number>(DATA_VERSION).pluck(true)
     // Made once per file: better-sqlite3 prepares its BEGIN and COMMIT with it.
     this.#inTransaction = db.transaction((read: () => unknown) => read())
   }
@@ -61,7 +63,7 @@ export class OrganizationFile {
    * projector) has committed to the file, and inside a snapshot it is that snapshot's.
    */
   dataVersion(): number {
-    return this.value(DATA_VERSION) as number
+    return this.#dataVersion.get() as number
   }
 
   /**
@@ -70,6 +72,12 @@ export class OrganizationFile {
    * under the version of the state it was read from.
    */
   cachedPage(key: string, read: () => Buffer): { body: Buffer; hit: boolean } {
+    // A hit needs no snapshot: the version alone says the file is in the state the page was read
+    // from. BEGIN and COMMIT cost a cached page about as much as the rest of its lookup.
+    if (!this.#db.inTransaction) {
+      const cached = this.pages.get(this.dataVersion(), key)
+      if (cached !== undefined) return { body: cached, hit: true }
+    }
     return this.snapshot(() => {
       const version = this.dataVersion()
       const cached = this.pages.get(version, key)

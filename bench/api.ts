@@ -10,33 +10,40 @@
 //   listUncached  the list request again, on a second api process with PAGE_CACHE_MB=0: every
 //           page read from SQLite (nothing writes to the file during the bench, so the first
 //           api serves list, cursor and since from its page cache after their first request)
-// then the list page again at half its saturation rate, for latency without queueing.
+// then the list page again at half its saturation rate, for latency without queueing, and the
+// bare route at that same rate: the latency the machine itself adds (other processes holding
+// the cores), the floor of the list's.
 // Prints the figures, then one line of JSON:
 //   {"listRps","bareRps","listP50Ms","listP99Ms","cursorRps","detailRps","listUncachedRps"}
 // A measured run with any error or non-2xx response makes the figures meaningless: the bench
 // then exits 1 instead of printing that line.
 //
-// Environment: BENCH_DURATION_SECONDS (8 per run), BENCH_CONNECTIONS (16).
-import { type ChildProcess, spawn } from 'node:child_process'
+// Environment: BENCH_DURATION_SECONDS (8 per run), BENCH_CONNECTIONS (16); BENCH_API_CPU_PROF=<dir>
+// runs the api processes under `node --cpu-prof`, their profiles written to <dir> when they stop
+// (open them in Chrome DevTools or speedscope to see where a request's time goes);
+// BENCH_API_NODE_FLAGS: more node flags for the api processes (`--trace-gc`, which NODE_OPTIONS
+// refuses).
+import type { ChildProcess } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
-import { setTimeout as sleep } from 'node:timers/promises'
 import Fastify from 'fastify'
 import { type BenchConfig, ConfigError, loadBenchConfig } from '../src/config.ts'
 import { freePort } from '../test/harness/process.ts'
 import { allScopes, ReplicaFixture, stamp } from '../test/integration/api/fixtures.ts'
+import {
+  autocannon,
+  BenchFailure,
+  failedRuns,
+  type LoadResult,
+  resultLine,
+  startChild,
+  stopChildren,
+  waitFor,
+} from './http-load.ts'
 
-const repoRoot = fileURLToPath(new URL('..', import.meta.url))
-const autocannonBin = join(repoRoot, 'node_modules/.bin/autocannon')
 const PROVIDERS = 10_000
-
-/** A bench whose figures must not be used (a run had failed requests). */
-class BenchFailure extends Error {
-  override name = 'BenchFailure'
-}
 
 // `tsx bench/api.ts --bare <port> <bodyFile>`: the bare server, run in its own process.
 if (process.argv[2] === '--bare') {
@@ -96,87 +103,6 @@ function buildOrganization(): { replica: ReplicaFixture; key: string; ids: strin
   return { replica, key, ids }
 }
 
-/** A TypeScript entry point in its own Node process (one process, so its CPU time is its own). */
-function startChild(args: string[], env: Record<string, string>): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', ...args], {
-    cwd: repoRoot,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'inherit', 'inherit'],
-  })
-}
-
-async function waitFor(url: string, headers: Record<string, string> = {}): Promise<void> {
-  for (let i = 0; i < 300; i++) {
-    try {
-      const response = await fetch(url, { headers })
-      if (response.ok) return
-    } catch {
-      // not up yet
-    }
-    await sleep(100)
-  }
-  throw new Error(`${url} did not come up`)
-}
-
-interface Result {
-  /** CPU time (user + system) of the server process per request, in ms. */
-  cpuMsPerRequest: number
-  rps: number
-  p50: number
-  p99: number
-  errors: number
-  non2xx: number
-  bytesPerRequest: number
-}
-
-/** CPU seconds (user + system) a process has used so far, from /proc. */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-  return (Number(fields[11]) + Number(fields[12])) / 100 // utime, stime in clock ticks (USER_HZ 100)
-}
-
-async function autocannon(
-  bench: BenchConfig,
-  url: string,
-  key: string | undefined,
-  server: ChildProcess,
-  rate?: number,
-): Promise<Result> {
-  const cpuBefore = cpuSeconds(server.pid as number)
-  const args = ['--json', '-c', String(bench.connections), '-d', String(bench.durationSeconds)]
-  if (key !== undefined) args.push('-H', `authorization=Bearer ${key}`)
-  if (rate !== undefined) args.push('-R', String(rate))
-  args.push(url)
-  const child = spawn(autocannonBin, args, { stdio: ['ignore', 'pipe', 'ignore'] })
-  let out = ''
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()))
-  await new Promise((resolve) => child.on('exit', resolve))
-  const cpu = cpuSeconds(server.pid as number) - cpuBefore
-  const r = JSON.parse(out) as {
-    requests: { average: number; total: number }
-    latency: { p50: number; p99: number }
-    throughput: { total: number }
-    errors: number
-    non2xx: number
-  }
-  return {
-    cpuMsPerRequest: r.requests.total > 0 ? Math.round((cpu * 1e6) / r.requests.total) / 1000 : 0,
-    rps: Math.round(r.requests.average),
-    p50: r.latency.p50,
-    p99: r.latency.p99,
-    errors: r.errors,
-    non2xx: r.non2xx,
-    bytesPerRequest: r.requests.total > 0 ? Math.round(r.throughput.total / r.requests.total) : 0,
-  }
-}
-
-/** The measured runs that had errors or non-2xx responses, one line each. */
-function failedRuns(results: Record<string, Result>): string[] {
-  return Object.entries(results)
-    .filter(([, r]) => r.errors > 0 || r.non2xx > 0)
-    .map(([name, r]) => `${name}: ${r.errors} errors, ${r.non2xx} non-2xx responses`)
-}
-
 async function main(bench: BenchConfig): Promise<void> {
   process.stdout.write(`building an organization of ${PROVIDERS} providers...\n`)
   const { replica, key, ids } = buildOrganization()
@@ -184,17 +110,26 @@ async function main(bench: BenchConfig): Promise<void> {
   const [uncachedPort, uncachedAdminPort] = [await freePort(), await freePort()]
   const children: ChildProcess[] = []
   const bodyFile = join(replica.dataDir, 'bare-body.json')
+  const profileDir = process.env.BENCH_API_CPU_PROF
+  const profile = [
+    ...(profileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]),
+    ...(process.env.BENCH_API_NODE_FLAGS ?? '').split(' ').filter((flag) => flag !== ''),
+  ]
   const startApi = (apiPort: number, apiAdminPort: number, env: Record<string, string> = {}) =>
-    startChild(['api/main.ts'], {
-      DATA_DIR: replica.dataDir,
-      HOST: '127.0.0.1',
-      PORT: String(apiPort),
-      ADMIN_PORT: String(apiAdminPort),
-      LOG_LEVEL: 'warn',
-      RATE_LIMIT_PER_KEY: '1000000000',
-      RATE_LIMIT_PER_ORGANIZATION: '1000000000',
-      ...env,
-    })
+    startChild(
+      ['api/main.ts'],
+      {
+        DATA_DIR: replica.dataDir,
+        HOST: '127.0.0.1',
+        PORT: String(apiPort),
+        ADMIN_PORT: String(apiAdminPort),
+        LOG_LEVEL: 'warn',
+        RATE_LIMIT_PER_KEY: '1000000000',
+        RATE_LIMIT_PER_ORGANIZATION: '1000000000',
+        ...env,
+      },
+      profile,
+    )
   try {
     children.push(startApi(port, adminPort))
     const base = `http://127.0.0.1:${port}/api/v1`
@@ -239,7 +174,7 @@ async function main(bench: BenchConfig): Promise<void> {
     await autocannon(bench, urls.bare, undefined, bareProcess)
     await autocannon(bench, uncachedList, key, uncachedProcess)
 
-    const results: Record<string, Result> = {}
+    const results: Record<string, LoadResult> = {}
     for (const [name, url] of Object.entries(urls)) {
       results[name] = await autocannon(
         bench,
@@ -249,24 +184,20 @@ async function main(bench: BenchConfig): Promise<void> {
       )
     }
     results.listUncached = await autocannon(bench, uncachedList, key, uncachedProcess)
-    const half = Math.max(1, Math.round((results.list as Result).rps / 2))
+    const half = Math.max(1, Math.round((results.list as LoadResult).rps / 2))
     results.listHalf = await autocannon(bench, urls.list, key, apiProcess, half)
+    results.bareHalf = await autocannon(bench, urls.bare, undefined, bareProcess, half)
 
-    for (const [name, r] of Object.entries(results)) {
-      process.stdout.write(
-        `${name.padEnd(12)} ${String(r.rps).padStart(7)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms` +
-          `  server cpu ${r.cpuMsPerRequest} ms/req  ${r.bytesPerRequest} B/req` +
-          `  errors ${r.errors}  non-2xx ${r.non2xx}\n`,
-      )
-    }
+    for (const [name, r] of Object.entries(results))
+      process.stdout.write(`${resultLine(name, r)}\n`)
     const failed = failedRuns(results)
     if (failed.length > 0) {
       throw new BenchFailure(
         `requests failed during measured runs, the figures above are not valid:\n  ${failed.join('\n  ')}`,
       )
     }
-    const list = results.list as Result
-    const bare = results.bare as Result
+    const list = results.list as LoadResult
+    const bare = results.bare as LoadResult
     const listHalf = results.listHalf
     const uncached = results.listUncached
     const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
@@ -275,7 +206,8 @@ async function main(bench: BenchConfig): Promise<void> {
         `list/bare ${(list.cpuMsPerRequest / bare.cpuMsPerRequest).toFixed(2)}x\n` +
         `list/bare ${((100 * list.rps) / bare.rps).toFixed(1)}% (target >= 50%), without the ` +
         `page cache ${((100 * uncached.rps) / bare.rps).toFixed(1)}%; ` +
-        `p99 at ${half} req/s (half saturation) ${listHalf.p99} ms (target < 10 ms)\n`,
+        `p99 at ${half} req/s (half saturation) ${listHalf.p99} ms (target < 10 ms), the bare ` +
+        `route's at the same rate ${results.bareHalf.p99} ms\n`,
     )
     process.stdout.write(
       `${JSON.stringify({
@@ -283,18 +215,13 @@ async function main(bench: BenchConfig): Promise<void> {
         bareRps: bare.rps,
         listP50Ms: listHalf.p50,
         listP99Ms: listHalf.p99,
-        cursorRps: (results.cursor as Result).rps,
-        detailRps: (results.detail as Result).rps,
+        cursorRps: (results.cursor as LoadResult).rps,
+        detailRps: (results.detail as LoadResult).rps,
         listUncachedRps: uncached.rps,
       })}\n`,
     )
   } finally {
-    for (const child of children) child.kill('SIGTERM')
-    await Promise.all(
-      children.map((c) =>
-        c.exitCode === null ? new Promise((resolve) => c.once('exit', resolve)) : Promise.resolve(),
-      ),
-    )
+    await stopChildren(children)
     replica.destroy()
     rmSync(bodyFile, { force: true })
   }

@@ -3,18 +3,31 @@
 // or without (`schemas.enable=false`). Both hold the same events.
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { datasetSizeFor, writeDataset } from '../scripts/dataset/generate.ts'
+import {
+  datasetOrganizations,
+  datasetSizeFor,
+  writeDataset,
+  type DatasetSummary,
+} from '../scripts/dataset/generate.ts'
 import { cacheDir } from '../test/harness/paths.ts'
 
 /** `schemas`: keys and values wrapped as `{schema, payload}`; `schemaless`: payloads alone. */
 export type BenchEncoding = 'schemas' | 'schemaless'
 
-/** A dataset of at least `targetEvents` Debezium events: its path and its number of events. */
+/**
+ * A dataset of at least `targetEvents` Debezium events: its path, its number of events and bytes,
+ * and its organizations with their raw API keys (for clients of the api).
+ */
 export async function benchDataset(
   targetEvents: number,
   log: (line: string) => void,
   encoding: BenchEncoding = 'schemas',
-): Promise<{ path: string; events: number; bytes: number }> {
+): Promise<{
+  path: string
+  events: number
+  bytes: number
+  organizations: DatasetSummary['organizations']
+}> {
   // datasetSizeFor aims at the target on average; 2% more makes it a floor, checked below.
   const size = datasetSizeFor(Math.ceil(targetEvents * 1.02))
   const dir = join(cacheDir(), 'bench')
@@ -25,16 +38,15 @@ export async function benchDataset(
     `events-${size.organizations}x${size.providersPerOrganization}x${size.updateRounds}${suffix}.ndjson`,
   )
   const meta = `${path}.events`
+  const options = { ...size, seed: 7, schemas: encoding === 'schemas' }
+  // The keys are a function of the options: a cached file's are computed again, not stored.
+  const organizations = datasetOrganizations(options)
   if (!existsSync(path) || !existsSync(meta)) {
     log(
       `generating ${size.organizations} organizations x ${size.providersPerOrganization} providers (${encoding})...`,
     )
     const t0 = Date.now()
-    const summary = await writeDataset(path, {
-      ...size,
-      seed: 7,
-      schemas: encoding === 'schemas',
-    })
+    const summary = await writeDataset(path, options)
     writeFileSync(meta, String(summary.events))
     log(`  ${summary.events} events in ${((Date.now() - t0) / 1000).toFixed(1)} s`)
   }
@@ -42,5 +54,5 @@ export async function benchDataset(
   if (events < targetEvents) {
     throw new Error(`the dataset has ${events} events, fewer than ${targetEvents}`)
   }
-  return { path, events, bytes: statSync(path).size }
+  return { path, events, bytes: statSync(path).size, organizations }
 }

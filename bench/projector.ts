@@ -58,6 +58,10 @@ if (!Number.isSafeInteger(targetEvents) || targetEvents < 1)
 if (!Number.isSafeInteger(kafkaEvents) || kafkaEvents < 1)
   throw new Error('--kafka-events must be a positive integer')
 
+/** LANES passes through to the projector (its default: one lane per core). */
+const lanesEnv: Record<string, string> =
+  process.env.LANES === undefined ? {} : { LANES: process.env.LANES }
+
 function log(line: string): void {
   process.stderr.write(`${line}\n`)
 }
@@ -73,7 +77,7 @@ function projectFile(
       ['--import', 'tsx', 'projector/main.ts', '--from-file', path],
       {
         cwd: repoRoot,
-        env: isolatedChildEnv(process.env, { DATA_DIR: dataDir, LOG_LEVEL: 'info' }),
+        env: isolatedChildEnv(process.env, { DATA_DIR: dataDir, LOG_LEVEL: 'info', ...lanesEnv }),
         stdio: ['ignore', 'pipe', 'inherit'],
       },
     )
@@ -248,6 +252,7 @@ async function kafkaRun(
     TOPIC_PREFIX: topicPrefix,
     ADMIN_PORT: '0',
     LOG_LEVEL: 'warn',
+    ...lanesEnv,
   })
   const projector = createProjector({ config, logger: pino({ level: 'warn' }) })
   const t0 = process.hrtime.bigint()
@@ -270,7 +275,7 @@ async function main(): Promise<void> {
   try {
     const file: Partial<Record<BenchEncoding, Awaited<ReturnType<typeof projectFile>>>> = {}
     let events = 0
-    let lanes = lanesOf(loadProjectorConfig({ DATA_DIR: dataDir }))
+    let lanes = lanesOf(loadProjectorConfig({ DATA_DIR: dataDir, ...lanesEnv }))
     if (values['no-file'] !== true) {
       for (const encoding of ['schemas', 'schemaless'] as const) {
         const dataset = await benchDataset(targetEvents, log, encoding)

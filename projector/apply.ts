@@ -127,6 +127,11 @@ export interface Applier {
   replaceOrganizationFile(organizationId: string, file: string): number
   /** The organizations that have a file in this generation. */
   knownOrganizations(): string[]
+  /**
+   * Commits what is held and closes every organization file this applier has open: another
+   * writer (a lane: lanes.ts) may take them from here.
+   */
+  closeFiles(): void
   /** Whether the replica has caught up with its source (recorded by `markCaughtUp`). */
   readonly caughtUp: boolean
   readonly control: ControlFile
@@ -353,6 +358,12 @@ export function createApplier(options: ApplierOptions): Applier {
     replaceOrganizationFile,
 
     knownOrganizations,
+
+    closeFiles() {
+      commitAll()
+      for (const file of files.values()) file.close()
+      files.clear()
+    },
 
     buildInProgress: () => buildOnThreads,
 

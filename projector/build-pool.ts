@@ -19,10 +19,14 @@ const tsxEsmApi = pathToFileURL(
     .resolve('tsx/esm/api')
     .replace(/\.cjs$/, '.mjs'),
 ).href
-const workerSource = `import(${JSON.stringify(tsxEsmApi)}).then((tsx) => {
+/** The source of a worker (`eval: true`) that runs the TypeScript module at `moduleUrl`. */
+export function typescriptWorkerSource(moduleUrl: URL): string {
+  return `import(${JSON.stringify(tsxEsmApi)}).then((tsx) => {
   tsx.register()
-  return import(${JSON.stringify(new URL('./build-worker.ts', import.meta.url).href)})
+  return import(${JSON.stringify(moduleUrl.href)})
 })`
+}
+const workerSource = typescriptWorkerSource(new URL('./build-worker.ts', import.meta.url))
 
 export interface BuildJob {
   organizationId: string

@@ -103,7 +103,14 @@ async function main(): Promise<number> {
     })
   }
   const logger = createLogger('projector', config.logLevel)
-  const projector = createProjector({ config, logger })
+  const projector = createProjector({
+    config,
+    logger,
+    // A lane failed (logged by lanes.ts): stop cleanly, then exit 1 for the supervisor to see.
+    onFatal: () => {
+      void projector.stop().finally(() => process.exit(1))
+    },
+  })
   const progress = (label: string, unit: 'events' | 'bytes') =>
     createProgress({
       label,

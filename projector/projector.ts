@@ -15,12 +15,13 @@ import {
 } from '../src/layout.ts'
 import type { Progress } from '../src/progress.ts'
 import { buildAdmin } from './admin.ts'
-import { createApplier, type Applier, type BatchOutcome } from './apply.ts'
+import type { BatchOutcome } from './apply.ts'
 import { appendDeadLetters } from './dead-letters.ts'
+import { createLaneApplier, LaneFailure, type LaneApplier } from './lanes.ts'
 import { createProjectorMetrics, type ProjectorMetrics } from './metrics.ts'
 import { openPriorGeneration, type PriorGeneration } from './rebuild/prior-stamps.ts'
 import { claimHandovers, completeHandover, type HandoverRequest } from './rebuild/handover.ts'
-import { readRecordBatches } from './sources/file.ts'
+import { readLineBatches } from './sources/file.ts'
 import { createKafkaSource, type KafkaSource } from './sources/kafka.ts'
 
 export interface ProjectorDeps {
@@ -29,6 +30,11 @@ export interface ProjectorDeps {
   clock?: () => Date
   /** Project into this generation instead of the current one (rebuilds). */
   generation?: Generation
+  /**
+   * A lane failed while consuming Kafka (lanes.ts): the source has stopped, committing nothing
+   * past what every lane applied, and the process should stop (main.ts exits 1).
+   */
+  onFatal?: (error: Error) => void
 }
 
 export interface FileRunSummary {
@@ -86,7 +92,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
   const clock = deps.clock ?? (() => new Date())
   let generation = deps.generation ?? ensureCurrentGeneration(config.dataDir)
   const metrics = createProjectorMetrics()
-  let applier: Applier | undefined
+  let applier: LaneApplier | undefined
   let source: KafkaSource | undefined
   let admin: FastifyInstance | undefined
   let ready = false
@@ -96,10 +102,11 @@ export function createProjector(deps: ProjectorDeps): Projector {
    */
   let prior: PriorGeneration | undefined
 
-  function openApplier(offsetGuard: boolean, previous?: Generation): Applier {
+  function openApplier(offsetGuard: boolean, previous?: Generation): LaneApplier {
     if (previous !== undefined) prior = openPriorGeneration(previous)
     const priorStamp = prior === undefined ? undefined : prior.priorStamp.bind(prior)
-    applier ??= createApplier({
+    applier ??= createLaneApplier({
+      lanes: config.lanes,
       generation,
       topicPrefix: config.topicPrefix,
       logger,
@@ -120,10 +127,11 @@ export function createProjector(deps: ProjectorDeps): Projector {
 
   function retirePrevious(): void {
     prior?.close()
+    prior = undefined
   }
 
   /** Swaps in rebuilt organization files (rebuild/handover.ts), between two batches. */
-  function takeHandovers(requests: readonly HandoverRequest[]): void {
+  async function takeHandovers(requests: readonly HandoverRequest[]): Promise<void> {
     const a = applier!
     for (const request of requests) {
       const { organizationId, file } = request
@@ -134,7 +142,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
         continue
       }
       const replaced = generation.organizationPath(organizationId, current)
-      const restamped = a.replaceOrganizationFile(organizationId, file)
+      const restamped = await a.replaceOrganizationFile(organizationId, file)
       completeHandover(generation, organizationId)
       logger.info(
         { organizationId, file, restamped, requestedBy: request.requestedBy },
@@ -189,32 +197,41 @@ export function createProjector(deps: ProjectorDeps): Projector {
       const started = process.hrtime.bigint()
       const { progress } = options
       progress?.setTotal(statSync(path).size)
-      const batches = readRecordBatches(path, options.batchSize ?? FILE_BATCH_RECORDS, (bytes) =>
+      const batches = readLineBatches(path, options.batchSize ?? FILE_BATCH_RECORDS, (bytes) =>
         progress?.add(bytes),
       )
-      try {
-        for await (const records of batches) {
-          const t0 = process.hrtime.bigint()
-          const outcome = a.applyBatch(records)
-          appendDeadLetters(deadLetterFile, outcome.deadLetters)
-          for (const letter of outcome.deadLetters) {
-            logger.warn(
-              {
-                topic: letter.record.topic,
-                partition: letter.record.partition,
-                offset: letter.record.offset,
-                reason: letter.reason,
-                error: letter.message,
-              },
-              'dead-lettered a change event',
-            )
-          }
-          onBatch(outcome, Number(process.hrtime.bigint() - t0) / 1e9)
-          summary.records += records.length
-          summary.deadLettered += outcome.deadLetters.length
-          summary.skipped += outcome.skipped
-          for (const byOutcome of outcome.events.values()) summary.applied += byOutcome.applied ?? 0
+      const settle = (outcome: BatchOutcome, lines: number, t0: bigint) => {
+        appendDeadLetters(deadLetterFile, outcome.deadLetters)
+        for (const letter of outcome.deadLetters) {
+          logger.warn(
+            {
+              topic: letter.record.topic,
+              partition: letter.record.partition,
+              offset: letter.record.offset,
+              reason: letter.reason,
+              error: letter.message,
+            },
+            'dead-lettered a change event',
+          )
         }
+        onBatch(outcome, Number(process.hrtime.bigint() - t0) / 1e9)
+        summary.records += lines
+        summary.deadLettered += outcome.deadLetters.length
+        summary.skipped += outcome.skipped
+        for (const byOutcome of outcome.events.values()) summary.applied += byOutcome.applied ?? 0
+      }
+      // The next batch is read and routed while the lanes apply the one before: one batch ahead.
+      let ahead: { applied: Promise<BatchOutcome>; lines: number; t0: bigint } | undefined
+      try {
+        for await (const batch of batches) {
+          const t0 = process.hrtime.bigint()
+          const applied = a.applyLines(batch)
+          // Heard of when awaited below; never an unhandled rejection meanwhile.
+          applied.catch(() => undefined)
+          if (ahead !== undefined) settle(await ahead.applied, ahead.lines, ahead.t0)
+          ahead = { applied, lines: lineCount(batch), t0 }
+        }
+        if (ahead !== undefined) settle(await ahead.applied, ahead.lines, ahead.t0)
       } finally {
         progress?.done()
       }
@@ -238,6 +255,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
           if (!(await caughtUp())) return
           publishGeneration(config.dataDir, generation.name)
           retirePrevious()
+          await applier?.retirePrevious()
           logger.info(
             { generation: generation.name, replaced: previous?.name },
             'rebuild caught up: now serving the new generation',
@@ -266,6 +284,11 @@ export function createProjector(deps: ProjectorDeps): Projector {
         onCaughtUp,
         handovers: { pending: () => claimHandovers(generation, logger), take: takeHandovers },
         progress: options.progress,
+        onFatal: (error) => {
+          if (!(error instanceof LaneFailure)) return false
+          deps.onFatal?.(error)
+          return true
+        },
       })
       await source.start()
     },
@@ -275,7 +298,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
       applier?.stopBuilding()
       await source?.stop()
       await admin?.close()
-      applier?.close()
+      await applier?.close()
       applier = undefined
       retirePrevious()
     },
@@ -298,4 +321,9 @@ function setAsideIfDeadLetters(path: string, deadLetterFile: string, now: Date, 
   renameSync(deadLetterFile, aside)
   logger.info({ from: deadLetterFile, to: aside }, 'replaying dead letters from a set-aside copy')
   return aside
+}
+
+/** Records in a batch of lines (blank lines are left out by the reader). */
+function lineCount(batch: { lines: number[] }): number {
+  return batch.lines.length / 3
 }

@@ -1,6 +1,7 @@
 // Configuration: read once from the environment, validated, and passed down. Nothing else in the
 // project reads process.env: entry points hand it whole to a loader here.
 import { statSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
 import { resolve } from 'node:path'
 import { z } from 'zod'
 
@@ -52,6 +53,9 @@ const projectorEnv = z.object({
   // Worker threads that build an initial load's documents beside the projector's own thread, one
   // organization each; 0: none. Each costs about 55 MB (its own V8 heap and modules).
   DOCUMENT_BUILD_WORKERS: z.coerce.number().int().min(0).max(64).default(1),
+  // Worker threads that apply organization files in parallel, each owning the organizations whose
+  // id hashes to it (projector/lanes.ts). Each costs its own V8 heap and modules (about 40 MB).
+  LANES: positiveInt.max(64, 'must be at most 64').default(availableParallelism()),
   // Between two progress log lines of a long command when stderr is not a terminal (src/progress.ts).
   PROGRESS_INTERVAL_MS: positiveInt.default(5_000),
 })
@@ -67,6 +71,7 @@ export type ProjectorConfig = {
   openFilesMax: number
   sqliteCacheBytes: number
   documentBuildWorkers: number
+  lanes: number
   progressIntervalMs: number
 }
 
@@ -213,6 +218,7 @@ export function loadProjectorConfig(env: Env): ProjectorConfig {
     openFilesMax: e.OPEN_FILES_MAX,
     sqliteCacheBytes: e.SQLITE_CACHE_MB * 1024 * 1024,
     documentBuildWorkers: e.DOCUMENT_BUILD_WORKERS,
+    lanes: e.LANES,
     progressIntervalMs: e.PROGRESS_INTERVAL_MS,
   }
 }
@@ -252,6 +258,42 @@ export function loadDemoConfig(env: Env): DemoConfig {
 export function loadBenchConfig(env: Env): BenchConfig {
   const e = parseEnv(benchEnv, env)
   return { durationSeconds: e.BENCH_DURATION_SECONDS, connections: e.BENCH_CONNECTIONS }
+}
+
+const verifyEnv = projectorEnv.extend({
+  DATABASE_URL: z
+    .string({ error: 'is required: the product database to check the replica against' })
+    .regex(/^postgres(ql)?:\/\//, 'must start with postgres:// or postgresql://'),
+  /** Debezium's replication slot (connector.json `slot.name`): how far it has read the WAL. */
+  VERIFY_SLOT_NAME: z.string().min(1).default('credentialing_replica'),
+  /** Where Debezium writes its heartbeats (topic.heartbeat.prefix + '.' + topic.prefix). */
+  VERIFY_HEARTBEAT_TOPIC: z.string().min(1).optional(),
+  /** Rows read from PostgreSQL per query (keyset pages by primary key). */
+  VERIFY_PAGE_ROWS: positiveInt.max(100_000).default(5_000),
+  /** How long to wait for the replica to apply what PostgreSQL had committed at the snapshot. */
+  VERIFY_CATCH_UP_TIMEOUT_MS: positiveInt.default(120_000),
+})
+
+/** `npm run verify` (projector/verify/): the projector's settings (for --repair) and the source. */
+export type VerifyConfig = {
+  projector: ProjectorConfig
+  databaseUrl: string
+  slotName: string
+  heartbeatTopic: string
+  pageRows: number
+  catchUpTimeoutMs: number
+}
+
+export function loadVerifyConfig(env: Env): VerifyConfig {
+  const e = parseEnv(verifyEnv, env)
+  return {
+    projector: loadProjectorConfig(env),
+    databaseUrl: e.DATABASE_URL,
+    slotName: e.VERIFY_SLOT_NAME,
+    heartbeatTopic: e.VERIFY_HEARTBEAT_TOPIC ?? `__debezium-heartbeat.${e.TOPIC_PREFIX}`,
+    pageRows: e.VERIFY_PAGE_ROWS,
+    catchUpTimeoutMs: e.VERIFY_CATCH_UP_TIMEOUT_MS,
+  }
 }
 
 /**

@@ -9,6 +9,7 @@
 //                                              the live projector to take it (projector/handover.ts)
 //   <DATA_DIR>/rebuilds/<run>/                 a per-organization rebuild or dry run at work
 //   <DATA_DIR>/rebuild.lock                    who is rebuilding (one rebuild at a time)
+//   <DATA_DIR>/verify/<run>-<pid>/             `npm run verify`'s documents built from PostgreSQL
 //   <DATA_DIR>/dead-letters.ndjson             dead letters of file-source runs
 //
 // A rebuild replays the topics into a new generation and swaps CURRENT atomically (write a

@@ -68,6 +68,99 @@ export async function* readRecordBatches(
 ): AsyncGenerator<SourceRecord[]> {
   const reader = new LineReader()
   let batch: SourceRecord[] = []
+  const collector: LineCollector<SourceRecord[]> = {
+    add(buf, start, end, lineNumber) {
+      const record = reader.record(buf, start, end, lineNumber)
+      if (record !== undefined) batch.push(record)
+    },
+    size: () => batch.length,
+    // Batches of exactly batchSize records, as if each line were checked on its own.
+    *full() {
+      while (batch.length >= batchSize) {
+        const full = batch.length === batchSize ? batch : batch.slice(0, batchSize)
+        batch = full === batch ? [] : batch.slice(batchSize)
+        yield full
+      }
+    },
+    *rest() {
+      if (batch.length > 0) yield batch
+    },
+  }
+  yield* readLines(path, batchSize, collector, onBytesRead)
+}
+
+/**
+ * A batch of a file's lines, unparsed (the lanes parse them: lanes.ts): line `i` is
+ * `buf[lines[3i], lines[3i+1])`, line number `lines[3i+2]`. Blank lines are left out.
+ */
+export interface LineBatch {
+  buf: Buffer
+  lines: number[]
+}
+
+/**
+ * Reads the file in batches of `batchSize` lines, or fewer when they pass `maxBatchBytes`, copied
+ * out of the read buffers. The bytes bound what batches in flight hold: the lanes' copies of a
+ * batch, and the next one read meanwhile (5,000 schema-wrapped events are 29 MB).
+ */
+export async function* readLineBatches(
+  path: string,
+  batchSize: number,
+  onBytesRead?: (bytes: number) => void,
+  maxBatchBytes = 4 << 20,
+): AsyncGenerator<LineBatch> {
+  let buf = Buffer.allocUnsafe(1 << 20)
+  let used = 0
+  let lines: number[] = []
+  const take = (): LineBatch => {
+    const batch = { buf: buf.subarray(0, used), lines }
+    buf = Buffer.allocUnsafe(1 << 20)
+    used = 0
+    lines = []
+    return batch
+  }
+  const collector: LineCollector<LineBatch> = {
+    add(from, start, end, lineNumber) {
+      // A blank line is no record (LineReader skips it too).
+      let first = start
+      while (first < end && isWhitespace(from[first]!)) first++
+      if (first === end) return
+      const length = end - start
+      if (used + length > buf.length) {
+        const grown = Buffer.allocUnsafe(Math.max(buf.length * 2, used + length))
+        buf.copy(grown, 0, 0, used)
+        buf = grown
+      }
+      from.copy(buf, used, start, end)
+      lines.push(used, used + length, lineNumber)
+      used += length
+    },
+    // A batch over its bytes counts as full.
+    size: () => (used >= maxBatchBytes ? batchSize : lines.length / 3),
+    *full() {
+      if (lines.length / 3 >= batchSize || used >= maxBatchBytes) yield take()
+    },
+    *rest() {
+      if (lines.length > 0) yield take()
+    },
+  }
+  yield* readLines(path, batchSize, collector, onBytesRead)
+}
+
+/** What becomes of each line: records, or bytes for the lanes. */
+interface LineCollector<B> {
+  add(buf: Buffer, start: number, end: number, lineNumber: number): void
+  size(): number
+  full(): Generator<B>
+  rest(): Generator<B>
+}
+
+async function* readLines<B>(
+  path: string,
+  batchSize: number,
+  collector: LineCollector<B>,
+  onBytesRead?: (bytes: number) => void,
+): AsyncGenerator<B> {
   let lineNumber = 0
   // The next \r in `crIn` at or after the last position asked for (carriage returns are rare:
   // one search per buffer, not one per line).
@@ -85,24 +178,13 @@ export async function* readRecordBatches(
   const onSegment = (buf: Buffer, start: number, end: number, last: boolean) => {
     for (let cr = nextCr(buf, start); cr !== -1 && cr < end; cr = nextCr(buf, start)) {
       lineNumber++
-      const record = reader.record(buf, start, cr, lineNumber)
-      if (record !== undefined) batch.push(record)
+      collector.add(buf, start, cr, lineNumber)
       start = cr + 1
       if (start === end) return // \r\n, or a \r that ends the file: one break
     }
     if (start === end && last) return
     lineNumber++
-    const record = reader.record(buf, start, end, lineNumber)
-    if (record !== undefined) batch.push(record)
-  }
-
-  // Batches of exactly batchSize records, as if each line were checked on its own.
-  function* fullBatches(): Generator<SourceRecord[]> {
-    while (batch.length >= batchSize) {
-      const full = batch.length === batchSize ? batch : batch.slice(0, batchSize)
-      batch = full === batch ? [] : batch.slice(batchSize)
-      yield full
-    }
+    collector.add(buf, start, end, lineNumber)
   }
 
   const file = await open(path, 'r')
@@ -135,20 +217,20 @@ export async function* readRecordBatches(
         const line = Buffer.concat([carry, chunk.subarray(0, lf)])
         carry = undefined
         onSegment(line, 0, line.length, false)
-        if (batch.length >= batchSize) yield* fullBatches()
+        if (collector.size() >= batchSize) yield* collector.full()
         start = lf + 1
       }
       for (let lf = chunk.indexOf(LF, start); lf !== -1; lf = chunk.indexOf(LF, start)) {
         onSegment(chunk, start, lf, false)
         start = lf + 1
-        if (batch.length >= batchSize) yield* fullBatches()
+        if (collector.size() >= batchSize) yield* collector.full()
       }
       if (start < chunk.length) carry = Buffer.from(chunk.subarray(start))
       onBytesRead?.(chunk.length)
     }
     if (carry !== undefined) onSegment(carry, 0, carry.length, true)
-    yield* fullBatches()
-    if (batch.length > 0) yield batch
+    yield* collector.full()
+    yield* collector.rest()
   } finally {
     await next.catch(() => undefined)
     await file.close()
@@ -203,7 +285,7 @@ function isWrapped(buf: Buffer, i: number, end: number): boolean {
 }
 
 /** Turns lines into records, remembering the topics' schema prefixes across lines. */
-class LineReader {
+export class LineReader {
   readonly #keys = new WrapperPrefixes()
   readonly #values = new WrapperPrefixes()
   /** The last topic read, as bytes and text: consecutive lines mostly share it. */

@@ -13,7 +13,7 @@ import {
 import type { Logger } from 'pino'
 import { sourceTables } from '../../schema/events.ts'
 import type { Progress } from '../../src/progress.ts'
-import type { Applier, BatchOutcome } from '../apply.ts'
+import type { BatchOutcome } from '../apply.ts'
 import { deadLetterHeaders, deadLetterValue } from '../dead-letters.ts'
 import type { SourceRecord } from '../decode.ts'
 import { handoverSeeks, type HandoverRequest } from '../rebuild/handover.ts'
@@ -28,8 +28,13 @@ export interface KafkaSourceOptions {
    * live projector dead-lettered already).
    */
   deadLetterTopic?: string
-  applier: Applier
+  applier: BatchApplier
   logger: Logger
+  /**
+   * An error of the applier that must stop the projector (a lane failed: lanes.ts): true when it
+   * is one. The source then stops consuming, committing nothing past what was applied.
+   */
+  onFatal?: (error: Error) => boolean
   onBatch: (outcome: BatchOutcome, seconds: number) => void
   onLag: (topic: string, partition: number, lag: number) => void
   /** Once, the first time the lag is zero everywhere; the next lag check waits for it. */
@@ -42,7 +47,7 @@ export interface KafkaSourceOptions {
    */
   handovers?: {
     pending(): HandoverRequest[]
-    take(requests: readonly HandoverRequest[]): void
+    take(requests: readonly HandoverRequest[]): void | Promise<void>
   }
   handoverIntervalMs?: number
   /**
@@ -50,6 +55,14 @@ export interface KafkaSourceOptions {
    * connection: every event there is for a fresh consumer group (a rebuild).
    */
   progress?: Progress | undefined
+}
+
+/** What the source needs of an applier: the single-threaded one (apply.ts) or the lanes. */
+export interface BatchApplier {
+  applyBatch(records: readonly SourceRecord[]): BatchOutcome | Promise<BatchOutcome>
+  /** Commits what an initial load holds open (`loadCommitEvents`). */
+  commit(): void | Promise<void>
+  buildInProgress(): Promise<void> | undefined
 }
 
 export interface KafkaSource {
@@ -79,6 +92,8 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   let producer: Producer | undefined
   let admin: Admin | undefined
   let stopping = false
+  /** The applier failed for good (`onFatal`): nothing more is applied or committed. */
+  let failed = false
   let lagTimer: NodeJS.Timeout | undefined
   let caughtUp = false
   let lagChecking = false
@@ -120,10 +135,12 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     if (handovers === undefined || !caughtUp || stopping || consumer === undefined) return false
     const requests = handovers.pending()
     if (requests.length === 0) return false
+    // Every batch handed over is applied and recorded first: the seeks start from there.
+    await settling
     const seeks = handoverSeeks(requests, await nextOffsets())
     for (const seek of seeks) uncommitted.set(`${seek.topic}\u0000${seek.partition}`, seek)
     if (seeks.length > 0) await commitApplied()
-    handovers.take(requests)
+    await handovers.take(requests)
     for (const seek of seeks) {
       consumer.seek(seek)
       position.set(`${seek.topic}\u0000${seek.partition}`, BigInt(seek.offset))
@@ -146,7 +163,8 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
 
   /** Commits the files, then the offsets of every batch applied so far. */
   async function commitApplied(): Promise<void> {
-    applier.commit()
+    if (failed) return
+    await applier.commit()
     lastCommitAt = Date.now()
     if (uncommitted.size === 0 || consumer === undefined) return
     const offsets = [...uncommitted.values()]
@@ -218,9 +236,20 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     })
   }
 
+  /**
+   * Batches handed to the applier whose outcome is not recorded yet, settled in order: the next
+   * batch is fetched and routed while the lanes apply this one. At most MAX_AHEAD wait.
+   */
+  let settling: Promise<void> = Promise.resolve()
+  let unsettled = 0
+  /** A batch that failed to settle: no later one may commit past it (kafkajs redelivers). */
+  let broken: Error | undefined
+
   async function applyBatch(payload: EachBatchPayload): Promise<void> {
     const { batch } = payload
+    await throwIfBroken()
     if (batch.messages.length === 0 || !payload.isRunning() || payload.isStale()) return
+    if (failed) return
     // Catch-up's document build writes the files on worker threads: wait, staying in the group.
     for (let build = applier.buildInProgress(); build; build = applier.buildInProgress()) {
       await Promise.race([build, sleep(1_000)])
@@ -236,7 +265,63 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       key: m.key,
       value: m.value,
     }))
-    const outcome = applier.applyBatch(records)
+    const applied = Promise.resolve().then(() => applier.applyBatch(records))
+    applied.catch(() => undefined)
+    const last = batch.lastOffset()
+    // kafkajs's own position (it fetches from there); Kafka's committed offset waits for the files.
+    payload.resolveOffset(last)
+    const atEnd = batch.offsetLag() === '0'
+
+    const settle = async (): Promise<void> => {
+      if (broken !== undefined || failed) return
+      let outcome: BatchOutcome
+      try {
+        outcome = await applied
+      } catch (error) {
+        if (!(error instanceof Error) || options.onFatal?.(error) !== true) {
+          broken = asError(error)
+          return
+        }
+        // Stopping: the offsets of this batch (and of what the load held) are never committed.
+        failed = true
+        stopping = true
+        uncommitted.clear()
+        return
+      }
+      try {
+        await recordOutcome(payload, outcome, last, atEnd, started)
+      } catch (error) {
+        broken = asError(error)
+      }
+    }
+    const previous = settling
+    unsettled++
+    settling = previous.then(settle).finally(() => unsettled--)
+    // A partition at its end, or a stop: settled now (the lag check and a stop count on it).
+    // Otherwise the batch before this one, if too many wait.
+    if (atEnd || !payload.isRunning()) await settling
+    else if (unsettled > MAX_AHEAD) await previous
+    await throwIfBroken()
+  }
+
+  /** A batch failed to settle: thrown to kafkajs once all are settled; it restarts from the
+   * committed offsets, which none of the later batches moved. */
+  async function throwIfBroken(): Promise<void> {
+    if (broken === undefined) return
+    await settling
+    const error = broken
+    broken = undefined
+    throw error
+  }
+
+  async function recordOutcome(
+    payload: EachBatchPayload,
+    outcome: BatchOutcome,
+    last: string,
+    atEnd: boolean,
+    started: bigint,
+  ): Promise<void> {
+    const { batch } = payload
     if (outcome.deadLetters.length > 0 && options.deadLetterTopic !== undefined) {
       await producer!.send({
         topic: options.deadLetterTopic,
@@ -260,8 +345,6 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
         )
       }
     }
-    const last = batch.lastOffset()
-    payload.resolveOffset(last)
     position.set(`${batch.topic}\u0000${batch.partition}`, BigInt(last) + 1n)
     uncommitted.set(`${batch.topic}\u0000${batch.partition}`, {
       topic: batch.topic,
@@ -273,7 +356,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     // now: the lag (and with it readiness) is measured from committed offsets.
     if (
       outcome.committed ||
-      batch.offsetLag() === '0' ||
+      atEnd ||
       !payload.isRunning() ||
       Date.now() - lastCommitAt >= HOLD_MS
     ) {
@@ -284,7 +367,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     options.onBatch(outcome, Number(process.hrtime.bigint() - started) / 1e9)
     // This partition is at its end: the replica may have caught up now, not at the next tick
     // (readiness, and the initial load's document build, wait on that check).
-    if (!caughtUp && batch.offsetLag() === '0') checkLagNow()
+    if (!caughtUp && atEnd) checkLagNow()
   }
 
   /** Events between the topics' start and end offsets now. */
@@ -379,6 +462,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       if (handoverTimer !== undefined) clearInterval(handoverTimer)
       // Offsets held back for the load's open transactions: committed while the group is joined
       // (a batch in hand when the consumer stops commits its own: `!isRunning()` above).
+      await settling
       await commitApplied().catch((error: unknown) =>
         logger.warn({ err: error }, 'could not commit applied offsets while stopping'),
       )
@@ -388,8 +472,15 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   }
 }
 
+/** Batches applied while the next is fetched and routed (`settling`). */
+const MAX_AHEAD = 1
+
 /** The longest an initial load holds applied batches uncommitted (with their offsets). */
 const HOLD_MS = 5_000
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error))
+}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms))

@@ -76,10 +76,13 @@ async function startEntry(
   entry: string,
   env: Record<string, string>,
   logDir: string,
+  args: string[] = [],
+  nodeArgs: string[] = [],
 ): Promise<{ proc: ManagedProcess; adminUrl: string }> {
   const adminPort = await freePort()
   const adminUrl = `http://127.0.0.1:${adminPort}`
-  const proc = startProcess(label, process.execPath, ['--import', 'tsx', entry], {
+  const argv = [...nodeArgs, '--import', 'tsx', entry, ...args]
+  const proc = startProcess(label, process.execPath, argv, {
     cwd: repoRoot,
     env: childEnv({ ...env, ADMIN_HOST: '127.0.0.1', ADMIN_PORT: String(adminPort) }),
     logFile: join(logDir, `${label}.log`),
@@ -124,6 +127,12 @@ export interface ProjectorOptions {
   groupId: string
   logDir: string
   label: string
+  /** Command-line arguments, e.g. ['--rebuild']. */
+  args?: string[]
+  /** More environment. */
+  env?: Record<string, string>
+  /** Node's own options, e.g. --cpu-prof (not allowed in NODE_OPTIONS). */
+  nodeArgs?: string[]
 }
 
 export async function startProjector(options: ProjectorOptions): Promise<ProjectorProcess> {
@@ -136,8 +145,11 @@ export async function startProjector(options: ProjectorOptions): Promise<Project
       KAFKA_GROUP_ID: options.groupId,
       TOPIC_PREFIX,
       LOG_LEVEL: 'info',
+      ...options.env,
     },
     options.logDir,
+    options.args,
+    options.nodeArgs,
   )
   return {
     ...replicaProcess(proc, adminUrl),

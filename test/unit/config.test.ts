@@ -1,6 +1,6 @@
 // The environment loaders: defaults, and a refusal naming the variable for each bad value.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import {
@@ -10,6 +10,7 @@ import {
   loadBenchConfig,
   loadDemoConfig,
   loadProjectorConfig,
+  loadVerifyConfig,
 } from '../../src/config.ts'
 
 /** The ConfigError a loader throws for `env`. */
@@ -163,11 +164,39 @@ describe('loadProjectorConfig', () => {
     )
   })
 
+  it('runs one lane per core by default, configurable, and refuses 0 and a fraction', () => {
+    expect(loadProjectorConfig({}).lanes).toBe(availableParallelism())
+    expect(loadProjectorConfig({ LANES: '3' }).lanes).toBe(3)
+    expect(() => loadProjectorConfig({ LANES: '0' })).toThrow(/LANES: /)
+    expect(() => loadProjectorConfig({ LANES: '1.5' })).toThrow(/LANES: /)
+  })
+
   it('logs progress every 5 s by default, configurable, and refuses 0', () => {
     expect(loadProjectorConfig({}).progressIntervalMs).toBe(5_000)
     expect(loadProjectorConfig({ PROGRESS_INTERVAL_MS: '250' }).progressIntervalMs).toBe(250)
     expect(() => loadProjectorConfig({ PROGRESS_INTERVAL_MS: '0' })).toThrow(
       /PROGRESS_INTERVAL_MS: /,
     )
+  })
+})
+
+describe('loadVerifyConfig', () => {
+  it('requires DATABASE_URL and never echoes it; the rest has defaults', () => {
+    expect(refusal(() => loadVerifyConfig({})).message).toMatch(/DATABASE_URL: is required/)
+    const bad = refusal(() => loadVerifyConfig({ DATABASE_URL: 'mysql://u:hunter2@h/db' }))
+    expect(bad.message).toMatch(/DATABASE_URL: must start with postgres:\/\//)
+    expect(bad.message).not.toContain('hunter2')
+    const config = loadVerifyConfig({ DATABASE_URL: 'postgres://v@db/product', TOPIC_PREFIX: 'p' })
+    expect(config).toMatchObject({
+      databaseUrl: 'postgres://v@db/product',
+      slotName: 'credentialing_replica',
+      heartbeatTopic: '__debezium-heartbeat.p',
+      pageRows: 5_000,
+      catchUpTimeoutMs: 120_000,
+      projector: { dataDir: './data', topicPrefix: 'p' },
+    })
+    expect(() =>
+      loadVerifyConfig({ DATABASE_URL: 'postgres://db/p', VERIFY_PAGE_ROWS: '0' }),
+    ).toThrow(/VERIFY_PAGE_ROWS: /)
   })
 })

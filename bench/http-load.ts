@@ -1,0 +1,122 @@
+// What the HTTP benchmarks (bench/api.ts, bench/peer.ts) share: servers as child processes,
+// autocannon in a process of its own, and the server's CPU time per request from /proc.
+import { type ChildProcess, spawn } from 'node:child_process'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import type { BenchConfig } from '../src/config.ts'
+import { repoRoot } from '../test/harness/paths.ts'
+
+const autocannonBin = join(repoRoot, 'node_modules/.bin/autocannon')
+
+/** A bench whose figures must not be used (a run had failed requests, or the servers disagree). */
+export class BenchFailure extends Error {
+  override name = 'BenchFailure'
+}
+
+/** A TypeScript entry point in its own Node process (one process, so its CPU time is its own). */
+export function startChild(
+  args: string[],
+  env: Record<string, string>,
+  nodeOptions: string[] = [],
+): ChildProcess {
+  return spawn(process.execPath, [...nodeOptions, '--import', 'tsx', ...args], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  })
+}
+
+/** Stops the children and waits for them to exit. */
+export async function stopChildren(children: readonly ChildProcess[]): Promise<void> {
+  for (const child of children) child.kill('SIGTERM')
+  await Promise.all(
+    children.map((c) =>
+      c.exitCode === null && c.signalCode === null
+        ? new Promise((resolve) => c.once('exit', resolve))
+        : Promise.resolve(),
+    ),
+  )
+}
+
+export async function waitFor(url: string, headers: Record<string, string> = {}): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    try {
+      const response = await fetch(url, { headers })
+      if (response.ok) return
+    } catch {
+      // not up yet
+    }
+    await sleep(100)
+  }
+  throw new Error(`${url} did not come up`)
+}
+
+export interface LoadResult {
+  /** CPU time (user + system) of the server process per request, in ms. */
+  cpuMsPerRequest: number
+  rps: number
+  p50: number
+  p99: number
+  errors: number
+  non2xx: number
+  bytesPerRequest: number
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc. */
+export function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
+  return (Number(fields[11]) + Number(fields[12])) / 100 // utime, stime in clock ticks (USER_HZ 100)
+}
+
+/** One autocannon run against `url` served by `server`, `rate` requests/s at most if given. */
+export async function autocannon(
+  bench: BenchConfig,
+  url: string,
+  key: string | undefined,
+  server: ChildProcess,
+  rate?: number,
+): Promise<LoadResult> {
+  const cpuBefore = cpuSeconds(server.pid as number)
+  const args = ['--json', '-c', String(bench.connections), '-d', String(bench.durationSeconds)]
+  if (key !== undefined) args.push('-H', `authorization=Bearer ${key}`)
+  if (rate !== undefined) args.push('-R', String(rate))
+  args.push(url)
+  const child = spawn(autocannonBin, args, { stdio: ['ignore', 'pipe', 'ignore'] })
+  let out = ''
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+  await new Promise((resolve) => child.on('exit', resolve))
+  const cpu = cpuSeconds(server.pid as number) - cpuBefore
+  const r = JSON.parse(out) as {
+    requests: { average: number; total: number }
+    latency: { p50: number; p99: number }
+    throughput: { total: number }
+    errors: number
+    non2xx: number
+  }
+  return {
+    cpuMsPerRequest: r.requests.total > 0 ? Math.round((cpu * 1e6) / r.requests.total) / 1000 : 0,
+    rps: Math.round(r.requests.average),
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    errors: r.errors,
+    non2xx: r.non2xx,
+    bytesPerRequest: r.requests.total > 0 ? Math.round(r.throughput.total / r.requests.total) : 0,
+  }
+}
+
+/** The measured runs that had errors or non-2xx responses, one line each. */
+export function failedRuns(results: Record<string, LoadResult>): string[] {
+  return Object.entries(results)
+    .filter(([, r]) => r.errors > 0 || r.non2xx > 0)
+    .map(([name, r]) => `${name}: ${r.errors} errors, ${r.non2xx} non-2xx responses`)
+}
+
+/** One line of figures of a run. */
+export function resultLine(name: string, r: LoadResult): string {
+  return (
+    `${name.padEnd(14)} ${String(r.rps).padStart(7)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms` +
+    `  server cpu ${r.cpuMsPerRequest} ms/req  ${r.bytesPerRequest} B/req` +
+    `  errors ${r.errors}  non-2xx ${r.non2xx}`
+  )
+}

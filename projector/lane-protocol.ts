@@ -1,0 +1,82 @@
+// What the main thread and the lanes (lane.ts) say to each other. A batch travels as one buffer of
+// bytes (the events' values, or the file's lines) and one array of numbers, ITEM_FIELDS per item,
+// in the order the events came: structured clone copies a few large arrays far faster than
+// thousands of small objects. The rare events the main thread decoded itself travel as objects.
+import type { BadEventReason, SourceRecord } from './decode.ts'
+import type { RefreshStats } from './documents/index.ts'
+import type { OrganizationEvent } from './organization-file.ts'
+
+export const ItemKind = {
+  /** Bytes to decode: an upsert of the organization its bytes named (lane-hint.ts). */
+  Hinted: 0,
+  /** Bytes of an upsert that moved a row out of this lane's organization: a delete there. */
+  MoveOut: 1,
+  /** An event the main thread decoded (a delete routed by the routing index, a truncate). */
+  Decoded: 2,
+  /** Creates the organization's file (an organization row came). */
+  Ensure: 3,
+} as const
+export type ItemKind = (typeof ItemKind)[keyof typeof ItemKind]
+
+/**
+ * Per item: kind, topic (index in `strings`), partition, offset, start and end in `buf`, line
+ * number (file lines), organization (index in `strings`), whether the bytes are a file line (1)
+ * or a Kafka value (0), the record's index in the main thread's batch, and where the row's id
+ * starts in `buf` (checked against the decoded event).
+ */
+export const ITEM_FIELDS = 11
+
+export interface LaneOptions {
+  lane: number
+  lanes: number
+  dataDir: string
+  generationName: string
+  previousGenerationName: string | undefined
+  topicPrefix: string
+  offsetGuard: boolean
+  walCheckpointBytes: number
+  deferDocumentsUntilCaughtUp: boolean
+  caughtUp: boolean
+  maxOpenFiles: number
+  cacheBudgetBytes: number | undefined
+}
+
+export type LaneRequest =
+  | {
+      type: 'batch'
+      seq: number
+      buf: Uint8Array
+      meta: Float64Array
+      strings: string[]
+      events: Array<{ organizationId: string; event: OrganizationEvent }>
+      /** The batch's time (ms), so every lane stamps alike. */
+      now: number
+      /** Join the held transactions of an initial load (apply.ts, `loadCommitEvents`). */
+      hold: boolean
+    }
+  | { type: 'commit'; seq: number }
+  | { type: 'rollback'; seq: number }
+  | { type: 'close-files'; seq: number; organizations?: string[] }
+  | { type: 'retire-prior'; seq: number }
+  | { type: 'close'; seq: number }
+
+export interface LaneDeadLetter {
+  /** The record's index in the main thread's batch (a file's: its line number). */
+  index: number
+  /** The record as read from a file line (the main thread never parsed it). */
+  record?: SourceRecord
+  reason: BadEventReason
+  message: string
+}
+
+export interface LaneOutcome {
+  deadLetters: LaneDeadLetter[]
+  events: Record<string, Record<string, number>>
+  documents: RefreshStats
+  latestCommittedAtMs: number | undefined
+  skipped: number
+}
+
+export type LaneAnswer =
+  | { seq: number; ok: true; outcome?: LaneOutcome }
+  | { seq: number; ok: false; message: string; fileSource: boolean }

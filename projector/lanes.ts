@@ -1,0 +1,621 @@
+// The live projector's applier: organizations applied in parallel, in lanes.
+//
+// LANES worker threads (lane.ts) each own the organizations assigned to them, in turn as each is
+// first seen (lane-hint.ts `LaneAssignment`), and are the only writers of those files. The main thread reads records, and for each
+// one finds its organization in its bytes (lane-hint.ts: no parsing), writes its route in
+// control.db, and packs it for the lane that owns the organization; the lanes parse, decode,
+// validate and apply. What the bytes do not name (deletes, truncates, control tables, anything
+// unusual) the main thread decodes itself, as the single-threaded applier did, and hands over
+// decoded. A batch is done when every lane has applied its share: only then does its outcome
+// resolve, so a source commits its offsets only past what every lane applied.
+//
+// Between batches the main thread may take files back from the lanes (`close-files`): the
+// document build at catch-up and the swap of a rebuilt file run on the main thread, with the
+// lanes idle, through the single-threaded applier (apply.ts), which also keeps control.db.
+import { dirname } from 'node:path'
+import { Worker } from 'node:worker_threads'
+import type { Logger } from 'pino'
+import { controlTables, type OrganizationTable } from '../schema/events.ts'
+import { createApplier, type ApplierOptions, type BatchOutcome, type DeadLetter } from './apply.ts'
+import { typescriptWorkerSource } from './build-pool.ts'
+import type { ControlEvent, ControlFile } from './control-file.ts'
+import { decodeRecord, type RowChange, type SourceRecord } from './decode.ts'
+import type { RefreshStats } from './documents/index.ts'
+import { LaneAssignment, laneHint, type LaneHint } from './lane-hint.ts'
+import {
+  ItemKind,
+  type LaneAnswer,
+  type LaneOptions,
+  type LaneOutcome,
+  type LaneRequest,
+} from './lane-protocol.ts'
+import type { OrganizationEvent } from './organization-file.ts'
+import { FileSourceError, LineReader, type LineBatch } from './sources/file.ts'
+
+const laneSource = typescriptWorkerSource(new URL('./lane.ts', import.meta.url))
+
+/** A lane stopped applying: the projector must stop, committing nothing past what all applied. */
+export class LaneFailure extends Error {
+  override name = 'LaneFailure'
+  constructor(
+    readonly lane: number,
+    message: string,
+  ) {
+    super(`lane ${lane}: ${message}`)
+  }
+}
+
+export interface LaneApplierOptions extends ApplierOptions {
+  lanes: number
+  logger: Logger
+}
+
+export interface LaneApplier {
+  /** Applies records from Kafka (values as bytes); resolves once every lane applied its share. */
+  applyBatch(records: readonly SourceRecord[]): Promise<BatchOutcome>
+  /** Applies a file's lines; a line that is not a record rejects with a FileSourceError. */
+  applyLines(batch: LineBatch): Promise<BatchOutcome>
+  commit(): Promise<void>
+  markCaughtUp(): Promise<RefreshStats>
+  buildInProgress(): Promise<void> | undefined
+  stopBuilding(): void
+  replaceOrganizationFile(organizationId: string, file: string): Promise<number>
+  knownOrganizations(): string[]
+  /** A rebuild was published: the replaced generation's stamps are no longer consulted. */
+  retirePrevious(): Promise<void>
+  readonly caughtUp: boolean
+  readonly control: ControlFile
+  close(): Promise<void>
+}
+
+interface Pending {
+  resolve: (outcome: LaneOutcome | undefined) => void
+  reject: (error: Error) => void
+}
+
+/** One lane's thread, and the requests it has not answered yet (answered in order). */
+class LaneThread {
+  readonly #worker: Worker
+  readonly #pending = new Map<number, Pending>()
+  #seq = 0
+  #terminated = false
+  failure: LaneFailure | undefined
+
+  constructor(
+    readonly lane: number,
+    options: LaneOptions,
+  ) {
+    // A small young generation, as the build workers have (build-pool.ts): V8's default sizes it
+    // for throughput, at tens of MB of resident memory per thread for no measurable speed.
+    this.#worker = new Worker(laneSource, {
+      eval: true,
+      workerData: options,
+      resourceLimits: { maxYoungGenerationSizeMb: 8 },
+    })
+    this.#worker.on('message', (answer: LaneAnswer) => {
+      const pending = this.#pending.get(answer.seq)
+      this.#pending.delete(answer.seq)
+      if (answer.ok) pending?.resolve(answer.outcome)
+      else if (answer.fileSource) pending?.reject(new FileSourceError(answer.message))
+      else this.#fail(answer.message, pending)
+    })
+    this.#worker.on('error', (error: Error) => this.#fail(error.message))
+    this.#worker.on('exit', (code: number) => this.#fail(`lane thread exited (${code})`))
+  }
+
+  #fail(message: string, pending?: Pending): void {
+    this.failure ??= new LaneFailure(this.lane, message)
+    pending?.reject(this.failure)
+    for (const p of this.#pending.values()) p.reject(this.failure)
+    this.#pending.clear()
+  }
+
+  request(
+    request: DistributiveOmit<LaneRequest, 'seq'>,
+    transfer: ArrayBuffer[] = [],
+  ): Promise<LaneOutcome | undefined> {
+    if (this.failure !== undefined) return Promise.reject(this.failure)
+    if (this.#terminated) return Promise.reject(new Error(`lane ${this.lane} has stopped`))
+    const seq = ++this.#seq
+    return new Promise((resolve, reject) => {
+      this.#pending.set(seq, { resolve, reject })
+      this.#worker.postMessage({ ...request, seq }, transfer)
+    })
+  }
+
+  async terminate(): Promise<void> {
+    this.#terminated = true
+    for (const p of this.#pending.values()) p.reject(new Error(`lane ${this.lane} has stopped`))
+    this.#pending.clear()
+    this.#worker.removeAllListeners()
+    await this.#worker.terminate()
+  }
+}
+
+type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never
+
+/** One lane's share of a batch, as it is packed (lane-protocol.ts). */
+class LanePacker {
+  /** Never from Buffer's shared pool (at least 4 KB): its memory is transferred to the lane. */
+  buf: Buffer
+  used = 0
+  meta: number[] = []
+  strings: string[] = []
+  readonly #stringIndex = new Map<string, number>()
+  events: Array<{ organizationId: string; event: OrganizationEvent }> = []
+
+  constructor(expectedBytes: number) {
+    this.buf = Buffer.allocUnsafe(Math.max(64 * 1024, expectedBytes))
+  }
+
+  #string(value: string): number {
+    let index = this.#stringIndex.get(value)
+    if (index === undefined) {
+      index = this.strings.push(value) - 1
+      this.#stringIndex.set(value, index)
+    }
+    return index
+  }
+
+  bytes(
+    kind: ItemKind,
+    from: Buffer,
+    start: number,
+    end: number,
+    record: { topic: string; partition: number; offset: number; lineNumber: number },
+    organizationId: string,
+    idAt: number,
+    index: number,
+  ): void {
+    const length = end - start
+    if (this.used + length > this.buf.length) {
+      const grown = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.used + length))
+      this.buf.copy(grown, 0, 0, this.used)
+      this.buf = grown
+    }
+    from.copy(this.buf, this.used, start, end)
+    this.meta.push(
+      kind,
+      this.#string(record.topic),
+      record.partition,
+      record.offset,
+      this.used,
+      this.used + length,
+      record.lineNumber,
+      this.#string(organizationId),
+      record.lineNumber > 0 ? 1 : 0,
+      index,
+      idAt < 0 ? -1 : this.used + (idAt - start),
+    )
+    this.used += length
+  }
+
+  decoded(kind: ItemKind, organizationId: string, event: OrganizationEvent): void {
+    this.meta.push(kind, 0, 0, 0, 0, 0, 0, this.#string(organizationId), 0, -1, -1)
+    this.events.push({ organizationId, event })
+  }
+
+  ensure(organizationId: string): void {
+    this.meta.push(ItemKind.Ensure, 0, 0, 0, 0, 0, 0, this.#string(organizationId), 0, -1, -1)
+  }
+
+  get empty(): boolean {
+    return this.meta.length === 0
+  }
+}
+
+export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
+  const { generation, topicPrefix, logger, lanes } = options
+  if (options.onlyOrganizations !== undefined) {
+    // A rebuild aside keeps some organizations: it runs the single-threaded applier (apply.ts).
+    throw new Error('lanes apply every organization; onlyOrganizations is for createApplier')
+  }
+  const inner = createApplier(options)
+  const control = inner.control
+  const laneOptions = (lane: number, caughtUp: boolean): LaneOptions => ({
+    lane,
+    lanes,
+    dataDir: dirname(dirname(generation.dir)),
+    generationName: generation.name,
+    previousGenerationName: options.previousGeneration?.name,
+    topicPrefix,
+    offsetGuard: options.offsetGuard,
+    walCheckpointBytes: options.walCheckpointBytes,
+    deferDocumentsUntilCaughtUp: options.deferDocumentsUntilCaughtUp === true,
+    caughtUp,
+    maxOpenFiles: Math.max(1, Math.ceil((options.maxOpenFiles ?? 64) / lanes)),
+    cacheBudgetBytes: options.cacheBudgetBytes,
+  })
+  const assignment = new LaneAssignment(lanes)
+  const startLanes = () =>
+    Array.from(
+      { length: lanes },
+      (_, lane) => new LaneThread(lane, laneOptions(lane, inner.caughtUp)),
+    )
+  let threads = startLanes()
+  /** Batches handed to the lanes and not answered by all of them yet. */
+  const inFlight = new Set<Promise<unknown>>()
+  let building: Promise<void> | undefined
+  let uncommittedEvents = 0
+  /** A lane failed while the load held transactions: they were rolled back, nothing may commit. */
+  let heldLost = false
+  const mainReader = new LineReader()
+  const holdsTransactions = () =>
+    (options.loadCommitEvents ?? 0) > 0 &&
+    options.deferDocumentsUntilCaughtUp === true &&
+    !inner.caughtUp
+
+  const failure = () => threads.find((t) => t.failure !== undefined)?.failure
+
+  async function idle(): Promise<void> {
+    while (inFlight.size > 0) await Promise.allSettled([...inFlight])
+  }
+
+  async function everyLane(request: DistributiveOmit<LaneRequest, 'seq'>): Promise<void> {
+    await Promise.all(threads.map((t) => t.request(request)))
+  }
+
+  /** Commits control.db first (routes before files, as apply.ts), then every lane's files. */
+  async function commitAll(): Promise<void> {
+    if (heldLost) throw new Error('a lane failed: what the load held was rolled back')
+    const f = failure()
+    if (f !== undefined) throw f
+    inner.commit()
+    await everyLane({ type: 'commit' })
+    uncommittedEvents = 0
+  }
+
+  async function rollbackAll(): Promise<void> {
+    heldLost = true
+    control.rollback()
+    await Promise.allSettled(threads.map((t) => t.request({ type: 'rollback' })))
+  }
+
+  /**
+   * Routes and packs a batch (each item through `each`), then hands it to the lanes and merges
+   * their outcomes. `each` calls `hinted` for an upsert found in bytes and `decode` for the rest.
+   */
+  async function apply(
+    count: number,
+    bytes: number,
+    pack: (
+      hinted: (
+        hint: LaneHint,
+        buf: Buffer,
+        start: number,
+        end: number,
+        record: { topic: string; partition: number; offset: number; lineNumber: number },
+        index: number,
+      ) => void,
+      decoded: (record: SourceRecord, index: number) => void,
+    ) => void,
+    recordAt: (index: number) => SourceRecord | undefined,
+  ): Promise<BatchOutcome> {
+    if (building !== undefined) await building
+    const f = failure()
+    if (f !== undefined) throw f
+    const outcome: BatchOutcome = {
+      deadLetters: [],
+      events: new Map(),
+      documents: { rewritten: 0, unchanged: 0, removed: 0 },
+      latestCommittedAtMs: undefined,
+      skipped: 0,
+      committed: true,
+    }
+    const tally = (table: string, what: string, n = 1) => {
+      let byOutcome = outcome.events.get(table)
+      if (byOutcome === undefined) outcome.events.set(table, (byOutcome = {}))
+      byOutcome[what] = (byOutcome[what] ?? 0) + n
+    }
+    const packers = threads.map(() => new LanePacker(Math.ceil((bytes * 1.25) / lanes)))
+    /** Organizations with events in this batch: a truncate reaches them, file or not yet. */
+    const inBatch = new Set<string>()
+    const packerOf = (organizationId: string) => {
+      inBatch.add(organizationId)
+      return packers[assignment.laneOf(organizationId)]!
+    }
+    const controlEvents: ControlEvent[] = []
+    /** Dead letters in the order of their records (index in the batch, or line number). */
+    const letters: Array<{ order: number; letter: DeadLetter }> = []
+
+    const hinted = (
+      hint: LaneHint,
+      buf: Buffer,
+      start: number,
+      end: number,
+      record: { topic: string; partition: number; offset: number; lineNumber: number },
+      index: number,
+    ) => {
+      const idAt = hint.idAt
+      const movedFrom = control.route(hint.table, hint.id, hint.organizationId)
+      if (movedFrom !== undefined) {
+        packerOf(movedFrom).bytes(ItemKind.MoveOut, buf, start, end, record, movedFrom, idAt, index)
+      }
+      packerOf(hint.organizationId).bytes(
+        ItemKind.Hinted,
+        buf,
+        start,
+        end,
+        record,
+        hint.organizationId,
+        idAt,
+        index,
+      )
+    }
+    // What the bytes did not name: decoded here, as apply.ts does.
+    const decoded = (record: SourceRecord, index: number) => {
+      const result = decodeRecord(record, topicPrefix)
+      if (result.kind === 'skipped') {
+        outcome.skipped++
+        return
+      }
+      if (result.kind === 'bad') {
+        letters.push({
+          order: index,
+          letter: { record, reason: result.reason, message: result.message },
+        })
+        tally(result.table ?? 'unknown', 'dead_lettered')
+        return
+      }
+      const change = result.change
+      const origin = {
+        topic: record.topic,
+        partition: record.partition,
+        offset: Number(record.offset),
+      }
+      const committedAt = change.position.committedAtMs
+      if (committedAt !== undefined && committedAt > (outcome.latestCommittedAtMs ?? 0)) {
+        outcome.latestCommittedAtMs = committedAt
+      }
+      if (controlTables.has(change.table)) {
+        controlEvents.push({ change: change as ControlEvent['change'], origin })
+        return
+      }
+      const orgChange = change as RowChange & { table: OrganizationTable }
+      const event = { change: orgChange, origin }
+      if (orgChange.kind === 'truncate') {
+        // Every organization with a file, and those whose first rows came earlier in this batch.
+        for (const organizationId of new Set([...inner.knownOrganizations(), ...inBatch])) {
+          packerOf(organizationId).decoded(ItemKind.Decoded, organizationId, event)
+        }
+        return
+      }
+      if (orgChange.kind === 'delete') {
+        const organizationId = control.routeOf(orgChange.table, orgChange.id)
+        if (organizationId === undefined) tally(orgChange.table, 'absent')
+        else packerOf(organizationId).decoded(ItemKind.Decoded, organizationId, event)
+        return
+      }
+      const organizationId = (orgChange.row as { organization_id: string }).organization_id
+      const movedFrom = control.route(orgChange.table, orgChange.id, organizationId)
+      if (movedFrom !== undefined) {
+        const moved = {
+          change: {
+            kind: 'delete',
+            table: orgChange.table,
+            id: orgChange.id,
+            position: orgChange.position,
+          },
+          origin,
+        } as OrganizationEvent
+        packerOf(movedFrom).decoded(ItemKind.Decoded, movedFrom, moved)
+      }
+      packerOf(organizationId).decoded(ItemKind.Decoded, organizationId, event)
+    }
+
+    const hold = holdsTransactions()
+    let answers: Array<LaneOutcome | undefined>
+    try {
+      if (hold) control.begin()
+      const changed = control.transaction(() => {
+        pack(hinted, decoded)
+        return control.applyEvents(controlEvents, options.offsetGuard, (table, what) =>
+          tally(table, what),
+        )
+      })
+      for (const organizationId of changed.organizations)
+        packerOf(organizationId).ensure(organizationId)
+      const now = Date.now()
+      // Settled, not raced: when one lane fails, the others finish their share first, so what a
+      // restart finds is every healthy lane's share applied, never torn by the stop.
+      const handed = Promise.allSettled(
+        threads.map((thread, lane) => {
+          const packer = packers[lane]!
+          if (packer.empty) return Promise.resolve(undefined)
+          const buf = new Uint8Array(packer.buf.buffer, packer.buf.byteOffset, packer.used)
+          const meta = Float64Array.from(packer.meta)
+          return thread.request(
+            {
+              type: 'batch',
+              buf,
+              meta,
+              strings: packer.strings,
+              events: packer.events,
+              now,
+              hold,
+            },
+            [packer.buf.buffer as ArrayBuffer, meta.buffer],
+          )
+        }),
+      )
+      inFlight.add(handed)
+      try {
+        const settled = await handed
+        const failed = settled.find((r) => r.status === 'rejected')
+        if (failed !== undefined) throw failed.reason
+        answers = settled.map((r) => (r.status === 'fulfilled' ? r.value : undefined))
+      } finally {
+        inFlight.delete(handed)
+      }
+    } catch (error) {
+      // A line that is not a record ends a file run as before lanes: what came before it stays.
+      if (hold && !(error instanceof FileSourceError)) await rollbackAll()
+      if (error instanceof LaneFailure) {
+        logger.error(
+          { lane: error.lane, error: error.message },
+          'a lane failed: the projector stops, committing nothing past what every lane applied',
+        )
+      }
+      throw error
+    }
+    for (const answer of answers) {
+      if (answer === undefined) continue
+      for (const letter of answer.deadLetters) {
+        const record = letter.record ?? recordAt(letter.index)
+        if (record !== undefined) {
+          letters.push({
+            order: letter.index,
+            letter: { record, reason: letter.reason, message: letter.message },
+          })
+        }
+      }
+      for (const [table, byOutcome] of Object.entries(answer.events)) {
+        for (const [what, n] of Object.entries(byOutcome)) tally(table, what, n)
+      }
+      outcome.documents.rewritten += answer.documents.rewritten
+      outcome.documents.unchanged += answer.documents.unchanged
+      outcome.documents.removed += answer.documents.removed
+      outcome.skipped += answer.skipped
+      const at = answer.latestCommittedAtMs
+      if (at !== undefined && at > (outcome.latestCommittedAtMs ?? 0)) {
+        outcome.latestCommittedAtMs = at
+      }
+    }
+    outcome.deadLetters = letters.sort((a, b) => a.order - b.order).map((l) => l.letter)
+    if (hold) {
+      uncommittedEvents += count
+      if (uncommittedEvents < options.loadCommitEvents!) outcome.committed = false
+      else await commitAll()
+    } else control.boundWal(options.walCheckpointBytes)
+    return outcome
+  }
+
+  const valueBytes = (value: unknown): Buffer | undefined =>
+    Buffer.isBuffer(value) ? value : typeof value === 'string' ? Buffer.from(value) : undefined
+
+  return {
+    control,
+
+    applyBatch(records) {
+      return apply(
+        records.length,
+        0,
+        (hinted, decoded) => {
+          records.forEach((record, index) => {
+            const bytes = valueBytes(record.value)
+            const hint = bytes === undefined ? undefined : laneHint(bytes)
+            if (hint === undefined || bytes === undefined) return decoded(record, index)
+            hinted(
+              hint,
+              bytes,
+              0,
+              bytes.length,
+              {
+                topic: record.topic,
+                partition: record.partition,
+                offset: Number(record.offset),
+                lineNumber: 0,
+              },
+              index,
+            )
+          })
+        },
+        (index) => records[index],
+      )
+    },
+
+    applyLines(batch) {
+      const { buf, lines } = batch
+      return apply(
+        lines.length / 3,
+        buf.length,
+        (hinted, decoded) => {
+          for (let i = 0; i < lines.length; i += 3) {
+            const start = lines[i]!
+            const end = lines[i + 1]!
+            const lineNumber = lines[i + 2]!
+            const hint = laneHint(buf, start, end)
+            if (hint !== undefined) {
+              hinted(
+                hint,
+                buf,
+                start,
+                end,
+                { topic: '', partition: 0, offset: 0, lineNumber },
+                lineNumber,
+              )
+              continue
+            }
+            const record = mainReader.record(buf, start, end, lineNumber)
+            if (record !== undefined) decoded(record, lineNumber)
+          }
+        },
+        () => undefined,
+      )
+    },
+
+    commit: async () => {
+      await idle()
+      await commitAll()
+    },
+
+    async markCaughtUp() {
+      if (inner.caughtUp) return { rewritten: 0, unchanged: 0, removed: 0 }
+      let built: RefreshStats = { rewritten: 0, unchanged: 0, removed: 0 }
+      // The build runs here and on build workers (apply.ts), on files the lanes let go of. The
+      // lanes themselves go meanwhile: the build is where memory peaks, and their heaps would
+      // sit idle through it. New ones start once it is done.
+      building = (async () => {
+        await idle()
+        await everyLane({ type: 'close' })
+        await Promise.all(threads.map((t) => t.terminate()))
+        try {
+          built = await inner.markCaughtUp()
+          inner.closeFiles()
+        } finally {
+          threads = startLanes()
+        }
+      })()
+      try {
+        await building
+      } finally {
+        building = undefined
+      }
+      return built
+    },
+
+    buildInProgress: () => building ?? inner.buildInProgress(),
+
+    stopBuilding: () => inner.stopBuilding(),
+
+    async replaceOrganizationFile(organizationId, file) {
+      await idle()
+      const owner = threads[assignment.laneOf(organizationId)]!
+      await owner.request({ type: 'close-files', organizations: [organizationId] })
+      const restamped = inner.replaceOrganizationFile(organizationId, file)
+      inner.closeFiles()
+      return restamped
+    },
+
+    knownOrganizations: () => inner.knownOrganizations(),
+
+    async retirePrevious() {
+      await idle()
+      await everyLane({ type: 'retire-prior' })
+    },
+
+    get caughtUp() {
+      return inner.caughtUp
+    },
+
+    async close() {
+      await idle()
+      inner.stopBuilding()
+      if (failure() === undefined) {
+        await Promise.allSettled(threads.map((t) => t.request({ type: 'close' })))
+      }
+      await Promise.all(threads.map((t) => t.terminate()))
+      inner.close()
+    },
+  }
+}

@@ -1,0 +1,86 @@
+// The replica as PostgreSQL says it should be: every organization table read in the snapshot,
+// each row applied as a Debezium snapshot read through the projector's own applier into a
+// scratch generation (DATA_DIR/verify/<run>/), and the documents built once at the end, as an
+// initial load builds them. The live replica is not read or written here.
+import { join } from 'node:path'
+import type { Logger } from 'pino'
+import { organizationTables } from '../../schema/events.ts'
+import type { ProjectorConfig } from '../../src/config.ts'
+import { prepareGeneration, type Generation } from '../../src/layout.ts'
+import { createApplier } from '../apply.ts'
+import { snapshotRecord } from './records.ts'
+import type { ProductDatabase } from './source.ts'
+
+export interface ExpectedReplica {
+  readonly generation: Generation
+  /** The organizations with a file: those with at least one row. */
+  readonly organizations: string[]
+  readonly rows: number
+  /** Rows the projector would refuse too (their Debezium events would be dead letters). */
+  readonly refused: number
+}
+
+export interface BuildExpectedDeps {
+  config: ProjectorConfig
+  logger: Logger
+  database: ProductDatabase
+  /** The scratch folder; the caller removes it. */
+  dir: string
+  /** Only these organizations; absent: every one. */
+  organizations?: readonly string[]
+  onRows?: (rows: number) => void
+  signal?: AbortSignal
+}
+
+export class VerifyStopped extends Error {
+  override name = 'VerifyStopped'
+}
+
+export async function buildExpected(deps: BuildExpectedDeps): Promise<ExpectedReplica> {
+  const { config, logger, database } = deps
+  const generation = prepareGeneration(join(deps.dir, 'data'), 'expected')
+  const applier = createApplier({
+    generation,
+    topicPrefix: config.topicPrefix,
+    logger,
+    // Not Kafka: there are no offsets to guard.
+    offsetGuard: false,
+    walCheckpointBytes: config.walCheckpointBytes,
+    deferDocumentsUntilCaughtUp: true,
+    loadCommitEvents: 50_000,
+    maxOpenFiles: config.openFilesMax,
+    cacheBudgetBytes: config.sqliteCacheBytes,
+    documentBuildWorkers: config.documentBuildWorkers,
+  })
+  const position = {
+    lsn: database.snapshot.lsnNumber,
+    tsMs: database.snapshot.at.getTime(),
+  }
+  let rows = 0
+  let refused = 0
+  try {
+    for (const table of organizationTables) {
+      await database.readTable(table, deps.organizations, (page) => {
+        if (deps.signal?.aborted === true) throw new VerifyStopped('verify was stopped')
+        const records = page.map((row, i) =>
+          snapshotRecord(config.topicPrefix, table, row, position, rows + i),
+        )
+        const outcome = applier.applyBatch(records)
+        for (const letter of outcome.deadLetters) {
+          refused++
+          logger.warn(
+            { table, reason: letter.reason, error: letter.message },
+            'a row the projector would refuse too',
+          )
+        }
+        rows += page.length
+        deps.onRows?.(page.length)
+      })
+    }
+    await applier.markCaughtUp()
+    if (deps.signal?.aborted === true) throw new VerifyStopped('verify was stopped')
+    return { generation, organizations: applier.knownOrganizations(), rows, refused }
+  } finally {
+    applier.close()
+  }
+}

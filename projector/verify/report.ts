@@ -1,0 +1,175 @@
+// What `verify` reports: per organization and resource, documents equal, differing, missing in
+// the replica and extra in it, with the first ids of each; how far behind the replica was at the
+// snapshot; and after `--repair`, what the rebuild did and the check that followed. A table for
+// people, JSON for scripts. Pure: the command prints what these return.
+import type { IdSample, ResourceDiff } from '../documents/index.ts'
+
+export interface ResourceVerdict {
+  resource: ResourceDiff['resource']
+  equal: number
+  /** In both, with different content. */
+  differing: IdSample
+  /** Built from PostgreSQL, not served by the replica. */
+  missing: IdSample
+  /** Served by the replica, not built from PostgreSQL. */
+  extra: IdSample
+}
+
+export type OrganizationStatus = 'equal' | 'drifted' | 'unsettled'
+
+export interface OrganizationVerdict {
+  organizationId: string
+  /**
+   * `unsettled`: the organization's file applied changes made after every snapshot taken (it
+   * kept changing), so its differences could be lag and are not counted as drift.
+   */
+  status: OrganizationStatus
+  resources: ResourceVerdict[]
+}
+
+export interface LagReport {
+  /** The snapshot's WAL position and time. */
+  snapshotLsn: string
+  snapshotAt: string
+  /** Change events in Kafka the replica had not applied when the snapshot was taken. */
+  eventsBehind: number
+  /** How long verify waited for the replica to apply everything before the snapshot. */
+  waitedSeconds: number
+  /**
+   * What showed Debezium had written every change before the snapshot: its slot's confirmed
+   * position, a heartbeat after the snapshot, or nothing (no slot: lag not told from drift).
+   */
+  debezium: 'slot' | 'heartbeat' | 'no-slot'
+}
+
+export interface VerifyReport {
+  /** Whether any organization drifted. */
+  drift: boolean
+  /** Organizations that kept changing through every pass (their differences not counted). */
+  unsettled: string[]
+  rowsRead: number
+  /** Rows the projector would refuse too (dead letters): not in either side. */
+  rowsRefused: number
+  /** Passes: 1, plus one per re-check of organizations that changed after the snapshot. */
+  passes: number
+  seconds: number
+  lag: LagReport
+  organizations: OrganizationVerdict[]
+  /** With --repair: the organizations rebuilt, and the check made after. */
+  repair?: { rebuilt: string[]; after: VerifyReport }
+}
+
+export function toVerdict(diff: ResourceDiff): ResourceVerdict {
+  return {
+    resource: diff.resource,
+    equal: diff.equal,
+    differing: diff.changed,
+    // compareDocumentFiles(expected = from PostgreSQL, actual = the live file): what "appears"
+    // is only in PostgreSQL's build (missing in the replica), what "disappears" only live.
+    missing: diff.appeared,
+    extra: diff.disappeared,
+  }
+}
+
+export function hasDrift(resources: readonly ResourceVerdict[]): boolean {
+  return resources.some((r) => r.differing.count + r.missing.count + r.extra.count > 0)
+}
+
+/** 0: no drift; 1: drift found (or some organization could not be settled); 2 is for refusals. */
+export function exitCode(report: VerifyReport): 0 | 1 {
+  const final = report.repair?.after ?? report
+  return final.drift || final.unsettled.length > 0 ? 1 : 0
+}
+
+export function reportJson(report: VerifyReport): string {
+  return JSON.stringify(report)
+}
+
+export function reportTable(report: VerifyReport): string {
+  const lines = tableLines(report, 'Checked')
+  if (report.repair !== undefined) {
+    lines.push(
+      '',
+      `Repair: rebuilt ${report.repair.rebuilt.join(', ')} from the topics; checked again:`,
+      '',
+      ...tableLines(report.repair.after, 'Re-checked'),
+    )
+  }
+  return `${lines.join('\n')}\n`
+}
+
+function tableLines(report: VerifyReport, verb: string): string[] {
+  const lines: string[] = []
+  const { lag } = report
+  const events = `${lag.eventsBehind} change event${lag.eventsBehind === 1 ? '' : 's'}`
+  lines.push(
+    `PostgreSQL snapshot at ${lag.snapshotAt} (WAL ${lag.snapshotLsn}). The replica was ${events} behind; ` +
+      (lag.debezium === 'no-slot'
+        ? `Debezium's replication slot was not found, so changes it has not sent could not be told from drift.`
+        : `it had applied everything before the snapshot ${lag.waitedSeconds.toFixed(1)} s later (Debezium: ${lag.debezium === 'slot' ? 'its slot confirmed' : 'a heartbeat after the snapshot'}).`),
+    '',
+  )
+  const header = ['organization', 'resource', 'equal', 'differing', 'missing', 'extra']
+  const rows: string[][] = [header]
+  const details: string[] = []
+  for (const organization of report.organizations) {
+    if (!hasDrift(organization.resources)) {
+      // One row for an organization with nothing to show: its documents, all equal.
+      const equal = organization.resources.reduce((sum, r) => sum + r.equal, 0)
+      rows.push([organization.organizationId, '(all)', String(equal), '0', '0', '0'])
+    }
+    for (const r of hasDrift(organization.resources) ? organization.resources : []) {
+      const drifted = r.differing.count + r.missing.count + r.extra.count > 0
+      rows.push([
+        organization.organizationId,
+        r.resource,
+        String(r.equal),
+        String(r.differing.count),
+        String(r.missing.count),
+        String(r.extra.count),
+      ])
+      if (!drifted) continue
+      for (const [what, sample] of [
+        ['differing', r.differing],
+        ['missing in replica', r.missing],
+        ['extra in replica', r.extra],
+      ] as const) {
+        if (sample.count === 0) continue
+        const more =
+          sample.count > sample.ids.length ? ` (+${sample.count - sample.ids.length} more)` : ''
+        details.push(
+          `${organization.organizationId} ${r.resource} ${what}: ${sample.ids.join(' ')}${more}`,
+        )
+      }
+    }
+    if (organization.status === 'unsettled') {
+      details.push(
+        `${organization.organizationId}: changed after every snapshot taken: its differences may be lag, not counted`,
+      )
+    }
+  }
+  if (rows.length > 1) {
+    const widths = header.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)))
+    for (const row of rows) {
+      lines.push(
+        row
+          .map((cell, i) => (i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
+          .join('  ')
+          .trimEnd(),
+      )
+    }
+    lines.push('')
+  }
+  if (details.length > 0) lines.push(...details, '')
+  const total = report.organizations.length
+  const drifted = report.organizations.filter((o) => o.status === 'drifted').length
+  const tail = `${report.rowsRead} rows read in ${report.seconds} s${report.passes > 1 ? `, ${report.passes} passes` : ''}${report.rowsRefused > 0 ? `; ${report.rowsRefused} rows the projector refuses too (see the log)` : ''}`
+  lines.push(
+    report.drift
+      ? `Drift: ${drifted} of ${total} organizations differ from PostgreSQL (${tail}).`
+      : report.unsettled.length > 0
+        ? `No drift found, but ${report.unsettled.length} of ${total} organizations kept changing and could not be checked (${tail}).`
+        : `${verb} ${total} organizations: no drift (${tail}).`,
+  )
+  return lines
+}

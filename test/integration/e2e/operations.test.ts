@@ -1,0 +1,272 @@
+// Operators' rebuilds end to end, from SQL through Debezium and Kafka: a per-organization rebuild
+// while clients poll and rows keep changing, and a dry run after a document builder changed (new
+// code deployed against an old replica). The commands run as operators run them.
+import { createHash } from 'node:crypto'
+import {
+  cpSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { readOrganizationFiles } from '../../../projector/control-file.ts'
+import type { RebuildReport } from '../../../projector/rebuild/report.ts'
+import { currentGeneration } from '../../../src/layout.ts'
+import { Pipeline, TOPIC_PREFIX } from '../../support/e2e.ts'
+import {
+  insertApiKey,
+  insertEnrollment,
+  insertGroupMembership,
+  insertOrganization,
+  insertProvider,
+  insertProviderGroup,
+  insertProviderIdentifier,
+  updateRow,
+} from '../../support/e2e-sql.ts'
+import { repoRoot, runEntry } from '../../support/processes.ts'
+
+interface Organization {
+  id: string
+  key: string
+  providers: string[]
+  /** Providers whose name has a suffix ("Ada Lovelace, Jr"). */
+  suffixed: string[]
+  /** Enrollment id -> its provider. */
+  enrollments: Map<string, string>
+}
+
+let pipeline: Pipeline
+const organizations: Organization[] = []
+
+beforeAll(async () => {
+  pipeline = await Pipeline.start({
+    beforeConnector: async (sql) => {
+      for (let n = 0; n < 2; n++) {
+        const organization = await insertOrganization(sql, { name: `Operations ${n}` })
+        const key = await insertApiKey(sql, organization.id)
+        const group = await insertProviderGroup(sql, organization.id)
+        const entry: Organization = {
+          id: organization.id,
+          key: key.raw,
+          providers: [],
+          suffixed: [],
+          enrollments: new Map(),
+        }
+        for (let i = 0; i < 12; i++) {
+          const suffix = i % 5 === 0 ? 'Jr' : null
+          const provider = await insertProvider(sql, organization.id, {
+            first_name: 'Ada',
+            last_name: `Lovelace ${i}`,
+            suffix,
+          })
+          entry.providers.push(provider.id)
+          if (suffix !== null) entry.suffixed.push(provider.id)
+          await insertProviderIdentifier(sql, organization.id, provider.id)
+          if (i % 2 === 0) await insertGroupMembership(sql, organization.id, provider.id, group.id)
+          if (i % 3 === 0) {
+            const enrollment = await insertEnrollment(sql, organization.id, provider.id)
+            entry.enrollments.set(enrollment.id, provider.id)
+          }
+        }
+        organizations.push(entry)
+      }
+    },
+  })
+  await pipeline.caughtUp(pipeline.projector!)
+}, 300_000)
+
+afterAll(async () => {
+  await pipeline?.stop()
+})
+
+function operatorEnv(): Record<string, string> {
+  return {
+    DATA_DIR: pipeline.dataDir,
+    KAFKA_BROKERS: pipeline.kafka.brokers.join(','),
+    KAFKA_GROUP_ID: 'e2e-replica',
+    TOPIC_PREFIX,
+    LOG_LEVEL: 'warn',
+  }
+}
+
+function livePath(organizationId: string): string {
+  const generation = currentGeneration(pipeline.dataDir)!
+  return generation.organizationPath(
+    organizationId,
+    readOrganizationFiles(generation.controlPath).get(organizationId),
+  )
+}
+
+function digest(path: string): string {
+  return createHash('sha256').update(readFileSync(path)).digest('hex')
+}
+
+/**
+ * The recommended client loop (spec/api-v1.md section 4) on /providers: from its watermark to the
+ * end of the list, then a short wait. Records failures and every document sent as new or changed.
+ */
+function poll(organization: Organization) {
+  const client = pipeline.client(organization.key)
+  const state = { failures: [] as string[], sent: [] as string[], running: true }
+  let watermark = '1970-01-01T00:00:00.000Z'
+  const loop = (async () => {
+    while (state.running) {
+      let cursor: string | null = null
+      let newest = watermark
+      do {
+        const query: string =
+          `updated_since=${watermark}&limit=5` +
+          (cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`)
+        try {
+          const response = await client.get<{
+            data: Array<{ id: string; updatedAt: string }>
+            nextCursor: string | null
+          }>(`/providers?${query}`)
+          if (response.status !== 200) {
+            state.failures.push(`${response.status} ${response.text}`)
+            break
+          }
+          for (const doc of response.body.data) {
+            if (doc.updatedAt > watermark) state.sent.push(doc.id)
+            if (doc.updatedAt > newest) newest = doc.updatedAt
+          }
+          cursor = response.body.nextCursor
+        } catch (error) {
+          state.failures.push(String(error))
+          break
+        }
+      } while (cursor !== null)
+      watermark = newest
+      await sleep(100)
+    }
+  })()
+  return {
+    state,
+    async stop() {
+      state.running = false
+      await loop
+    },
+  }
+}
+
+describe('operators rebuild from the topics', { timeout: 300_000 }, () => {
+  it('rebuilds one organization while clients poll and rows change: nothing lost, failed, re-sent or written elsewhere', async () => {
+    const [a, b] = organizations as [Organization, Organization]
+    const pollers = [poll(a), poll(b)] as const
+    await pipeline.eventually('both pollers to have every provider', async () => {
+      for (const poller of pollers)
+        if (poller.state.failures.length > 0) throw new Error(poller.state.failures.join('\n'))
+      return pollers.every((p) => p.state.sent.length >= 12) ? true : undefined
+    })
+    await sleep(500)
+    for (const poller of pollers) poller.state.sent.length = 0
+    const other = livePath(b.id)
+    const otherBefore = { digest: digest(other), mtimeMs: statSync(other).mtimeMs }
+    const fileBefore = livePath(a.id)
+
+    const running = runEntry(
+      'projector/main.ts',
+      ['--rebuild', '--org', a.id, '--json'],
+      operatorEnv(),
+      240_000,
+    )
+    // A row changes in PostgreSQL while the organization is being rebuilt.
+    await sleep(2_000)
+    const changed = a.providers[1]!
+    await updateRow(pipeline.sql, 'providers', changed, { last_name: 'Changed During Rebuild' })
+    const run = await running
+    expect(run.code, run.stderr).toBe(0)
+    const report = JSON.parse(run.stdout) as RebuildReport
+    expect(report.organizations.map((o) => o.organizationId)).toEqual([a.id])
+    expect(livePath(a.id)).not.toBe(fileBefore)
+
+    const client = pipeline.client(a.key)
+    await pipeline.eventually('the change made during the rebuild to be served', async () => {
+      const provider = await client.detail<{ lastName: string }>(`/providers/${changed}`)
+      return provider?.lastName === 'Changed During Rebuild' ? true : undefined
+    })
+    await sleep(1_000)
+    for (const poller of pollers) await poller.stop()
+
+    expect(pollers[0].state.failures).toEqual([])
+    expect(pollers[1].state.failures).toEqual([])
+    // The rebuilt file keeps every unchanged document's updatedAt: only the change is re-sent.
+    expect([...new Set(pollers[0].state.sent)]).toEqual([changed])
+    expect(pollers[1].state.sent).toEqual([])
+    expect({ digest: digest(other), mtimeMs: statSync(other).mtimeMs }).toEqual(otherBefore)
+    expect(await client.list<{ id: string }>('/providers')).toHaveLength(12)
+  })
+
+  it('a dry run with a changed document builder names exactly the documents whose response changed', async () => {
+    // New code, old replica: a checkout whose provider name puts no comma before the suffix.
+    const checkout = mkdtempSync(join(tmpdir(), 'replica-builder-change-'))
+    try {
+      for (const dir of ['projector', 'src', 'schema'])
+        cpSync(join(repoRoot, dir), join(checkout, dir), { recursive: true })
+      cpSync(join(repoRoot, 'package.json'), join(checkout, 'package.json'))
+      symlinkSync(join(repoRoot, 'node_modules'), join(checkout, 'node_modules'))
+      const builders = join(checkout, 'projector/documents/builders.ts')
+      const source = readFileSync(builders, 'utf8')
+      const patched = source.replace('`${name}, ${parts.suffix}`', '`${name} ${parts.suffix}`')
+      expect(patched).not.toBe(source)
+      writeFileSync(builders, patched)
+
+      const run = await runEntry(
+        join(checkout, 'projector/main.ts'),
+        ['--rebuild', '--dry-run', '--json'],
+        operatorEnv(),
+        240_000,
+      )
+      expect(run.code, run.stderr).toBe(1)
+      const report = JSON.parse(run.stdout) as RebuildReport
+      expect(report.dryRun).toBe(true)
+      for (const organization of organizations) {
+        const resources = report.organizations.find((o) => o.organizationId === organization.id)
+        expect(resources, organization.id).toBeDefined()
+        const changed = Object.fromEntries(
+          resources!.resources.map((r) => [r.resource, [...r.changed.ids].sort()]),
+        )
+        const enrollments = [...organization.enrollments]
+          .filter(([, provider]) => organization.suffixed.includes(provider))
+          .map(([id]) => id)
+        expect(changed).toEqual({
+          providers: [...organization.suffixed].sort(),
+          'provider-groups': [],
+          enrollments: enrollments.sort(),
+          'group-enrollments': [],
+          documents: [],
+          expirables: [],
+        })
+        for (const resource of resources!.resources) {
+          expect(resource.appeared.count, resource.resource).toBe(0)
+          expect(resource.disappeared.count, resource.resource).toBe(0)
+        }
+      }
+      // The human-readable table for the same run names them too, and the live files stay.
+      const table = await runEntry(
+        join(checkout, 'projector/main.ts'),
+        ['--rebuild', '--dry-run', '--org', organizations[0]!.id],
+        operatorEnv(),
+        240_000,
+      )
+      expect(table.code).toBe(1)
+      for (const id of organizations[0]!.suffixed) expect(table.stdout).toContain(id)
+    } finally {
+      rmSync(checkout, { recursive: true, force: true })
+    }
+    // The deployed code sees no difference: the dry run passes the deploy gate.
+    const unchanged = await runEntry(
+      'projector/main.ts',
+      ['--rebuild', '--dry-run', '--json'],
+      operatorEnv(),
+      240_000,
+    )
+    expect(unchanged.code, unchanged.stdout).toBe(0)
+  })
+})

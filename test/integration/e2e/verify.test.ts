@@ -1,0 +1,415 @@
+// `npm run verify` against the real pipeline: PostgreSQL -> Debezium -> Kafka -> the projector
+// process -> SQLite files, checked by the command users run, as a role with exactly the grants the
+// README lists. Drift is made two ways: an organization file changed behind the projector's back,
+// and a source change the connector never saw (stopped, its slot dropped). Tests run in order on
+// one pipeline.
+import Database from 'better-sqlite3'
+import { spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { readOrganizationFiles } from '../../../projector/control-file.ts'
+import type { VerifyReport } from '../../../projector/verify/report.ts'
+import { currentGeneration } from '../../../src/layout.ts'
+import { consumerLag, Pipeline, TOPIC_PREFIX } from '../../support/e2e.ts'
+import {
+  deleteRow,
+  insertDocument,
+  insertEnrollment,
+  insertEnrollmentLineOfBusiness,
+  insertEnrollmentRequirement,
+  insertGroupEnrollment,
+  insertGroupEnrollmentLineOfBusiness,
+  insertGroupIdentifier,
+  insertGroupMembership,
+  insertLocationParticipation,
+  insertOrganization,
+  insertProvider,
+  insertProviderGroup,
+  insertProviderIdentifier,
+  insertServiceLocation,
+  updateRow,
+  type Sql,
+} from '../../support/e2e-sql.ts'
+import { repoRoot, runEntry } from '../../support/processes.ts'
+
+/** The product tables verify reads: the README's grant, word for word. */
+const PRODUCT_TABLES =
+  'providers, provider_identifiers, provider_groups, group_memberships, service_locations, group_identifiers, enrollments, enrollment_requirements, enrollment_lines_of_business, enrollment_location_participations, group_enrollments, group_enrollment_lines_of_business, documents'
+
+interface Seeded {
+  organizationId: string
+  providers: string[]
+  documents: string[]
+}
+
+/** One organization with a row in every table, in the encodings that differ most. */
+async function seedOrganization(sql: Sql, name: string, providers: number): Promise<Seeded> {
+  const org = await insertOrganization(sql, { name })
+  const ids: string[] = []
+  for (let i = 0; i < providers; i++) {
+    const provider = await insertProvider(sql, org.id, {
+      first_name: `Ada${i}`,
+      last_name: 'Lovelace',
+      languages: ['en', 'fr'],
+      other_emails: i % 2 === 0 ? [] : ['a@example.org'],
+      date_of_birth: '1815-12-10',
+      start_date: '2020-02-29',
+      updated_at: '2025-06-07T08:09:10.123456Z',
+      ssn: '123-45-6789',
+    })
+    ids.push(provider.id)
+    await insertProviderIdentifier(sql, org.id, provider.id, {
+      metadata: '{"state": "CA", "nested": {"b": [1, 2.5, null]}, "name": "Zoë"}',
+      issued_on: '1999-12-31',
+    })
+  }
+  const group = await insertProviderGroup(sql, org.id, { name: `${name} Group`, tin: '12-3456789' })
+  await insertGroupMembership(sql, org.id, ids[0]!, group.id)
+  const location = await insertServiceLocation(sql, org.id, group.id, { city: 'Oakland' })
+  await insertGroupIdentifier(sql, org.id, group.id)
+  const enrollment = await insertEnrollment(sql, org.id, ids[0]!, {
+    provider_group_id: group.id,
+    submitted_on: '2024-01-02',
+  })
+  await insertEnrollmentRequirement(sql, org.id, enrollment.id)
+  await insertEnrollmentLineOfBusiness(sql, org.id, enrollment.id)
+  await insertLocationParticipation(sql, org.id, enrollment.id, location.id)
+  const groupEnrollment = await insertGroupEnrollment(sql, org.id, group.id)
+  await insertGroupEnrollmentLineOfBusiness(sql, org.id, groupEnrollment.id)
+  const documents = [
+    (await insertDocument(sql, org.id, { provider_id: ids[1]!, size_bytes: 5_000_000_000 })).id,
+    (await insertDocument(sql, org.id, { provider_group_id: group.id, expires_on: '2031-01-01' }))
+      .id,
+  ]
+  return { organizationId: org.id, providers: ids, documents }
+}
+
+describe('npm run verify', { timeout: 300_000 }, () => {
+  let pipeline: Pipeline
+  let a: Seeded
+  let b: Seeded
+
+  beforeAll(async () => {
+    pipeline = await Pipeline.start({
+      beforeConnector: async (sql) => {
+        a = await seedOrganization(sql, 'Verify A', 6)
+        b = await seedOrganization(sql, 'Verify B', 6)
+        await sql.query(`
+          CREATE ROLE replica_verify LOGIN PASSWORD 'verify-secret';
+          GRANT CONNECT ON DATABASE product TO replica_verify;
+          GRANT USAGE ON SCHEMA public TO replica_verify;
+          GRANT SELECT ON ${PRODUCT_TABLES} TO replica_verify;
+          CREATE ROLE replica_verify_partial LOGIN PASSWORD 'verify-secret';
+          GRANT CONNECT ON DATABASE product TO replica_verify_partial;
+          GRANT USAGE ON SCHEMA public TO replica_verify_partial;
+          GRANT SELECT ON ${PRODUCT_TABLES.replace(', documents', '')} TO replica_verify_partial;
+        `)
+      },
+    })
+    // Streamed changes as well as snapshot reads: a delete, an update, an insert.
+    const sql = pipeline.sql
+    await updateRow(sql, 'providers', a.providers[2]!, { last_name: 'Byron', specialty: 'Logic' })
+    await deleteRow(sql, 'provider_identifiers', await identifierOf(a.providers[3]!))
+    a.providers.push((await insertProvider(sql, a.organizationId, { first_name: 'Late' })).id)
+    await pipeline.caughtUp(pipeline.projector!)
+  }, 600_000)
+
+  afterAll(async () => {
+    await pipeline?.stop()
+  })
+
+  async function identifierOf(providerId: string): Promise<string> {
+    const result = await pipeline.postgres.query<{ id: string }>(
+      'select id from provider_identifiers where provider_id = $1',
+      [providerId],
+    )
+    return result.rows[0]!.id
+  }
+
+  function databaseUrl(role = 'replica_verify', port = pipeline.postgres.port): string {
+    return `postgres://${role}:verify-secret@127.0.0.1:${port}/${pipeline.postgres.database}`
+  }
+
+  function env(overrides: Record<string, string> = {}): Record<string, string> {
+    return {
+      DATA_DIR: pipeline.dataDir,
+      KAFKA_BROKERS: pipeline.kafka.brokers.join(','),
+      KAFKA_GROUP_ID: 'e2e-replica',
+      TOPIC_PREFIX,
+      DATABASE_URL: databaseUrl(),
+      LOG_LEVEL: 'warn',
+      VERIFY_CATCH_UP_TIMEOUT_MS: '60000',
+      ...overrides,
+    }
+  }
+
+  function verify(args: string[], overrides: Record<string, string> = {}) {
+    return runEntry('projector/verify/main.ts', args, env(overrides), 240_000)
+  }
+
+  async function verifyJson(
+    args: string[] = [],
+  ): Promise<{ code: number | null; report: VerifyReport }> {
+    const run = await verify(['--json', ...args])
+    expect(run.stderr).not.toMatch(/"level":(50|60)/)
+    if (run.code === 2) throw new Error(run.stderr)
+    return { code: run.code, report: JSON.parse(run.stdout) as VerifyReport }
+  }
+
+  function livePath(organizationId: string): string {
+    const g = currentGeneration(pipeline.dataDir)!
+    return g.organizationPath(
+      organizationId,
+      readOrganizationFiles(g.controlPath).get(organizationId),
+    )
+  }
+
+  function digest(path: string): string {
+    return createHash('sha256').update(readFileSync(path)).digest('hex')
+  }
+
+  /** id -> updatedAt of every document of a resource table in an organization's live file. */
+  function stamps(organizationId: string, table: string): Map<string, string> {
+    const db = new Database(livePath(organizationId), { readonly: true, fileMustExist: true })
+    try {
+      const rows = db.prepare(`SELECT id, updated_at FROM ${table}`).all() as Array<{
+        id: string
+        updated_at: string
+      }>
+      return new Map(rows.map((r) => [r.id, r.updated_at]))
+    } finally {
+      db.close()
+    }
+  }
+
+  const resource = (report: VerifyReport, organizationId: string, name: string) =>
+    report.organizations
+      .find((o) => o.organizationId === organizationId)!
+      .resources.find((r) => r.resource === name)!
+
+  it('a faithful replica: every document equal, exit 0', async () => {
+    const { code, report } = await verifyJson()
+    expect(report.organizations.filter((o) => o.status !== 'equal')).toEqual([])
+    expect(code).toBe(0)
+    expect(report.drift).toBe(false)
+    expect(report.organizations.map((o) => o.organizationId).sort()).toEqual(
+      [a.organizationId, b.organizationId].sort(),
+    )
+    expect(resource(report, a.organizationId, 'providers').equal).toBe(7)
+    expect(resource(report, a.organizationId, 'documents').equal).toBe(2)
+    for (const name of ['provider-groups', 'enrollments', 'group-enrollments', 'expirables']) {
+      expect(resource(report, b.organizationId, name).equal, name).toBeGreaterThan(0)
+    }
+    expect(report.lag.debezium).not.toBe('no-slot')
+
+    // stderr is not a terminal here: progress is a log line, in rows.
+    const table = await verify([], { LOG_LEVEL: 'info', PROGRESS_INTERVAL_MS: '50' })
+    expect(table.code).toBe(0)
+    expect(table.stderr).toMatch(
+      /"task":"verify","unit":"rows","done":\d+.*"msg":"progress finished"/,
+    )
+    expect(table.stdout).toContain(`Checked 2 organizations: no drift`)
+    expect(table.stdout).toMatch(
+      /PostgreSQL snapshot at .* The replica was \d+ change events? behind; it had applied everything before the snapshot/,
+    )
+  })
+
+  it('a replica behind PostgreSQL at the snapshot is waited for, not reported as drift', async () => {
+    await pipeline.projector!.stop()
+    await updateRow(pipeline.sql, 'providers', a.providers[4]!, { last_name: 'Behind' })
+    // Debezium runs: the change reaches Kafka, with no projector to apply it.
+    await pipeline.eventually('the change to wait in Kafka', async () =>
+      (await consumerLag(pipeline.kafka.brokers, 'e2e-replica')) > 0 ? true : undefined,
+    )
+    const running = verifyJson()
+    await sleep(3_000)
+    await pipeline.startMainProjector()
+    const { code, report } = await running
+    expect(report.lag.eventsBehind).toBeGreaterThan(0)
+    expect(report.organizations.filter((o) => o.status !== 'equal')).toEqual([])
+    expect(code).toBe(0)
+  })
+
+  it('refuses what it cannot do, in one line and exit 2, touching nothing', async () => {
+    const before = digest(livePath(a.organizationId))
+    const unreachable = await verify([], { DATABASE_URL: databaseUrl('replica_verify', 1) })
+    expect(unreachable.code).toBe(2)
+    expect(unreachable.stderr.trim().split('\n')).toHaveLength(1)
+    expect(unreachable.stderr).toMatch(
+      /^verify: cannot connect to 127\.0\.0\.1:1\/product as replica_verify: /,
+    )
+    expect(unreachable.stderr).not.toContain('verify-secret')
+
+    const partial = await verify([], { DATABASE_URL: databaseUrl('replica_verify_partial') })
+    expect(partial.code).toBe(2)
+    expect(partial.stderr.trim()).toMatch(
+      /^verify: role replica_verify_partial lacks SELECT on public\.documents \(column \w+\) of .* \(GRANT SELECT ON public\.documents TO replica_verify_partial\)$/,
+    )
+
+    const noUrl = await verify([], { DATABASE_URL: '' })
+    expect(noUrl.code).toBe(2)
+    expect(noUrl.stderr).toContain('DATABASE_URL: is required')
+
+    const badOrg = await verify(['--org', 'acme'])
+    expect(badOrg.code).toBe(2)
+    expect(badOrg.stderr.trim()).toBe('verify: --org: not an organization id: "acme"')
+    expect(digest(livePath(a.organizationId))).toBe(before)
+  })
+
+  it('names exactly the documents changed behind the projector, exit 1; --org narrows', async () => {
+    const db = new Database(livePath(a.organizationId))
+    try {
+      db.prepare(
+        `UPDATE doc_providers SET hash = 'drift', body = replace(body, 'Ada', 'Eve') WHERE id = ?`,
+      ).run(a.providers[0])
+      db.prepare('DELETE FROM doc_providers WHERE id = ?').run(a.providers[1])
+      copyDocument(db, a.documents[0]!, EXTRA_DOCUMENT)
+    } finally {
+      db.close()
+    }
+
+    const { code, report } = await verifyJson()
+    expect(code).toBe(1)
+    expect(report.drift).toBe(true)
+    expect(report.organizations.map((o) => [o.organizationId, o.status])).toEqual(
+      [
+        [a.organizationId, 'drifted'],
+        [b.organizationId, 'equal'],
+      ].sort(),
+    )
+    expect(resource(report, a.organizationId, 'providers')).toEqual({
+      resource: 'providers',
+      equal: 5,
+      differing: { count: 1, ids: [a.providers[0]] },
+      missing: { count: 1, ids: [a.providers[1]] },
+      extra: { count: 0, ids: [] },
+    })
+    expect(resource(report, a.organizationId, 'documents')).toMatchObject({
+      differing: { count: 0 },
+      missing: { count: 0 },
+      extra: { count: 1, ids: [EXTRA_DOCUMENT] },
+    })
+
+    const table = await verify([])
+    expect(table.code).toBe(1)
+    expect(table.stdout).toContain(`${a.organizationId} providers differing: ${a.providers[0]}`)
+    expect(table.stdout).toContain(
+      `${a.organizationId} providers missing in replica: ${a.providers[1]}`,
+    )
+    expect(table.stdout).toContain(
+      `${a.organizationId} documents extra in replica: ${EXTRA_DOCUMENT}`,
+    )
+    expect(table.stdout).toContain('Drift: 1 of 2 organizations differ from PostgreSQL')
+    console.log(`verify report (drift behind the projector's back):\n${table.stdout}`)
+
+    const onlyB = await verifyJson(['--org', b.organizationId])
+    expect(onlyB.code).toBe(0)
+    expect(onlyB.report.organizations.map((o) => o.organizationId)).toEqual([b.organizationId])
+  })
+
+  it('--repair rebuilds the drifted organization; verify then finds no drift, and undrifted documents keep updatedAt', async () => {
+    const before = stamps(a.organizationId, 'doc_providers')
+    const otherBefore = digest(livePath(b.organizationId))
+    const { code, report } = await verifyJson(['--repair'])
+    expect(code).toBe(0)
+    expect(report.drift).toBe(true)
+    expect(report.repair?.rebuilt).toEqual([a.organizationId])
+    expect(report.repair?.after.drift).toBe(false)
+    expect(report.repair?.after.organizations.map((o) => o.organizationId)).toEqual([
+      a.organizationId,
+    ])
+
+    const again = await verifyJson()
+    expect(again.code).toBe(0)
+    expect(again.report.drift).toBe(false)
+    const after = stamps(a.organizationId, 'doc_providers')
+    for (const [id, stamp] of before) {
+      if (id === a.providers[0]) continue
+      expect(after.get(id), id).toBe(stamp)
+    }
+    expect(after.get(a.providers[0]!)! > before.get(a.providers[0]!)!).toBe(true)
+    expect(after.has(a.providers[1]!)).toBe(true)
+    expect(stamps(a.organizationId, 'doc_documents').has(EXTRA_DOCUMENT)).toBe(false)
+    expect(digest(livePath(b.organizationId))).toBe(otherBefore)
+  })
+
+  it('a repair killed with SIGKILL leaves the live file serving and unchanged; the next run starts clean', async () => {
+    const db = new Database(livePath(b.organizationId))
+    db.prepare(`UPDATE doc_providers SET hash = 'drift' WHERE id = ?`).run(b.providers[0])
+    db.close()
+    const path = livePath(b.organizationId)
+    const before = digest(path)
+    for (const afterMs of [2_000, 9_000, 14_000]) {
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', 'projector/verify/main.ts', '--repair'],
+        { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', ...env() }, stdio: 'ignore' },
+      )
+      await sleep(afterMs)
+      child.kill('SIGKILL')
+      await new Promise((resolve) => child.once('close', resolve))
+      const now = livePath(b.organizationId)
+      // Either untouched, or already swapped by the live projector (never half-written).
+      if (now === path) expect(digest(path)).toBe(before)
+    }
+    const next = await verifyJson(['--repair'])
+    expect(next.code).toBe(0)
+    const verifyDir = join(pipeline.dataDir, 'verify')
+    expect(existsSync(verifyDir) ? readdirSync(verifyDir) : []).toEqual([])
+    expect(readdirSync(join(pipeline.dataDir, 'rebuilds'))).toEqual([])
+    expect((await verifyJson()).code).toBe(0)
+  })
+
+  it('names a source change the connector never saw (stopped, its slot dropped)', async () => {
+    const sql = pipeline.sql
+    await pipeline.connect.stop()
+    await sql.query(`select pg_drop_replication_slot('credentialing_replica')`)
+    await updateRow(sql, 'providers', b.providers[2]!, { last_name: 'Unseen' })
+    const added = await insertProvider(sql, b.organizationId, { first_name: 'Unseen' })
+    await deleteRow(sql, 'provider_identifiers', await identifierOf(b.providers[5]!))
+    await deleteRow(sql, 'providers', b.providers[5]!)
+
+    const { code, report } = await verifyJson()
+    expect(code).toBe(1)
+    expect(report.lag.debezium).toBe('no-slot')
+    expect(report.organizations.map((o) => [o.organizationId, o.status])).toEqual(
+      [
+        [a.organizationId, 'equal'],
+        [b.organizationId, 'drifted'],
+      ].sort(),
+    )
+    expect(resource(report, b.organizationId, 'providers')).toEqual({
+      resource: 'providers',
+      equal: 4,
+      differing: { count: 1, ids: [b.providers[2]] },
+      missing: { count: 1, ids: [added.id] },
+      extra: { count: 1, ids: [b.providers[5]] },
+    })
+    const table = await verify(['--org', b.organizationId])
+    expect(table.code).toBe(1)
+    expect(table.stdout).toContain("Debezium's replication slot was not found")
+    console.log(`verify report (a change the connector never saw):\n${table.stdout}`)
+
+    // The topics never had the change: a rebuild from them cannot repair it, and says so.
+    const repair = await verify(['--org', b.organizationId, '--repair'])
+    expect(repair.code, repair.stderr).toBe(1)
+    expect(repair.stdout).toContain(`Repair: rebuilt ${b.organizationId} from the topics`)
+    expect(repair.stdout).toMatch(/Drift: 1 of 1 organizations differ from PostgreSQL[^\n]*\n$/)
+  })
+})
+
+const EXTRA_DOCUMENT = '00000000-0000-4000-8000-0000000000ee'
+
+/** Copies a document of a live file under another id: a document the source does not have. */
+function copyDocument(db: Database.Database, fromId: string, id: string): void {
+  const columns = (db.prepare(`PRAGMA table_info(doc_documents)`).all() as Array<{ name: string }>)
+    .map((c) => c.name)
+    .filter((name) => name !== 'id')
+  const list = columns.map((c) => `"${c}"`).join(', ')
+  db.prepare(
+    `INSERT INTO doc_documents (id, ${list}) SELECT ?, ${list} FROM doc_documents WHERE id = ?`,
+  ).run(id, fromId)
+}

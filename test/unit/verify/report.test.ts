@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest'
+import type { ResourceDiff } from '../../../projector/documents/index.ts'
+import {
+  exitCode,
+  reportTable,
+  toVerdict,
+  type VerifyReport,
+} from '../../../projector/verify/report.ts'
+
+const ORG = '0a000000-0000-4000-8000-00000000000a'
+const OTHER = '0b000000-0000-4000-8000-00000000000b'
+const none = { count: 0, ids: [] }
+
+function report(overrides: Partial<VerifyReport> = {}): VerifyReport {
+  return {
+    drift: false,
+    unsettled: [],
+    rowsRead: 120,
+    rowsRefused: 0,
+    passes: 1,
+    seconds: 1.5,
+    lag: {
+      snapshotLsn: '0/16B3748',
+      snapshotAt: '2026-11-23T19:00:00.000Z',
+      eventsBehind: 3,
+      waitedSeconds: 0.4,
+      debezium: 'slot',
+    },
+    organizations: [],
+    ...overrides,
+  }
+}
+
+describe('verify report', () => {
+  it('maps the comparison of (PostgreSQL, replica) to differing, missing and extra', () => {
+    const diff: ResourceDiff = {
+      resource: 'providers',
+      equal: 4,
+      changed: { count: 1, ids: ['c'] },
+      appeared: { count: 1, ids: ['only-in-postgres'] },
+      disappeared: { count: 1, ids: ['only-in-replica'] },
+    }
+    expect(toVerdict(diff)).toEqual({
+      resource: 'providers',
+      equal: 4,
+      differing: { count: 1, ids: ['c'] },
+      missing: { count: 1, ids: ['only-in-postgres'] },
+      extra: { count: 1, ids: ['only-in-replica'] },
+    })
+  })
+
+  it('a table: one row per equal organization, every resource of a drifted one, then the ids', () => {
+    const drifted = report({
+      drift: true,
+      organizations: [
+        {
+          organizationId: ORG,
+          status: 'drifted',
+          resources: [
+            {
+              resource: 'providers',
+              equal: 5,
+              differing: { count: 22, ids: ['p1', 'p2'] },
+              missing: none,
+              extra: none,
+            },
+            { resource: 'documents', equal: 2, differing: none, missing: none, extra: none },
+          ],
+        },
+        {
+          organizationId: OTHER,
+          status: 'equal',
+          resources: [
+            { resource: 'providers', equal: 7, differing: none, missing: none, extra: none },
+            { resource: 'documents', equal: 1, differing: none, missing: none, extra: none },
+          ],
+        },
+      ],
+    })
+    const text = reportTable(drifted)
+    expect(text).toMatch(new RegExp(`^${ORG} +providers +5 +22 +0 +0$`, 'm'))
+    expect(text).toMatch(new RegExp(`^${OTHER} +\\(all\\) +8 +0 +0 +0$`, 'm'))
+    expect(text).toContain(`${ORG} providers differing: p1 p2 (+20 more)`)
+    expect(text).toContain('Drift: 1 of 2 organizations differ from PostgreSQL')
+    expect(text).toContain('The replica was 3 change events behind')
+    expect(exitCode(drifted)).toBe(1)
+  })
+
+  it('exit codes: 0 without drift, 1 with drift left after a repair or an unsettled organization', () => {
+    const clean = report()
+    expect(exitCode(clean)).toBe(0)
+    expect(exitCode(report({ unsettled: [ORG] }))).toBe(1)
+    expect(exitCode(report({ drift: true, repair: { rebuilt: [ORG], after: clean } }))).toBe(0)
+    expect(
+      exitCode(report({ drift: true, repair: { rebuilt: [ORG], after: report({ drift: true }) } })),
+    ).toBe(1)
+  })
+})
