@@ -1,5 +1,7 @@
-// The projector benchmarks' dataset: generated once (scripts/dataset) and cached in .cache/bench.
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+// The projector benchmarks' dataset: generated once (scripts/dataset) and cached in
+// <cache>/bench, in either of the JsonConverter's encodings: with schemas (Debezium's default)
+// or without (`schemas.enable=false`). Both hold the same events.
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import {
   datasetOrganizations,
@@ -7,40 +9,50 @@ import {
   writeDataset,
   type DatasetSummary,
 } from '../scripts/dataset/generate.ts'
-import { repoRoot } from '../test/harness/paths.ts'
+import { cacheDir } from '../test/harness/paths.ts'
+
+/** `schemas`: keys and values wrapped as `{schema, payload}`; `schemaless`: payloads alone. */
+export type BenchEncoding = 'schemas' | 'schemaless'
 
 /**
- * A dataset of at least `targetEvents` Debezium events: its path, its number of events, and its
- * organizations with their raw API keys (for clients of the api).
+ * A dataset of at least `targetEvents` Debezium events: its path, its number of events and bytes,
+ * and its organizations with their raw API keys (for clients of the api).
  */
 export async function benchDataset(
   targetEvents: number,
   log: (line: string) => void,
-): Promise<{ path: string; events: number; organizations: DatasetSummary['organizations'] }> {
+  encoding: BenchEncoding = 'schemas',
+): Promise<{
+  path: string
+  events: number
+  bytes: number
+  organizations: DatasetSummary['organizations']
+}> {
   // datasetSizeFor aims at the target on average; 2% more makes it a floor, checked below.
   const size = datasetSizeFor(Math.ceil(targetEvents * 1.02))
-  const dir = join(repoRoot, '.cache', 'bench')
+  const dir = join(cacheDir(), 'bench')
   mkdirSync(dir, { recursive: true })
+  const suffix = encoding === 'schemas' ? '' : '-schemaless'
   const path = join(
     dir,
-    `events-${size.organizations}x${size.providersPerOrganization}x${size.updateRounds}.ndjson`,
+    `events-${size.organizations}x${size.providersPerOrganization}x${size.updateRounds}${suffix}.ndjson`,
   )
   const meta = `${path}.events`
-  const options = { ...size, seed: 7 }
+  const options = { ...size, seed: 7, schemas: encoding === 'schemas' }
   // The keys are a function of the options: a cached file's are computed again, not stored.
   const organizations = datasetOrganizations(options)
-  if (existsSync(path) && existsSync(meta)) {
-    return { path, events: Number(readFileSync(meta, 'utf8')), organizations }
+  if (!existsSync(path) || !existsSync(meta)) {
+    log(
+      `generating ${size.organizations} organizations x ${size.providersPerOrganization} providers (${encoding})...`,
+    )
+    const t0 = Date.now()
+    const summary = await writeDataset(path, options)
+    writeFileSync(meta, String(summary.events))
+    log(`  ${summary.events} events in ${((Date.now() - t0) / 1000).toFixed(1)} s`)
   }
-  log(
-    `generating ${size.organizations} organizations x ${size.providersPerOrganization} providers...`,
-  )
-  const t0 = Date.now()
-  const summary = await writeDataset(path, options)
-  writeFileSync(meta, String(summary.events))
-  log(`  ${summary.events} events in ${((Date.now() - t0) / 1000).toFixed(1)} s`)
-  if (summary.events < targetEvents) {
-    throw new Error(`the dataset has ${summary.events} events, fewer than ${targetEvents}`)
+  const events = Number(readFileSync(meta, 'utf8'))
+  if (events < targetEvents) {
+    throw new Error(`the dataset has ${events} events, fewer than ${targetEvents}`)
   }
-  return { path, events: summary.events, organizations }
+  return { path, events, bytes: statSync(path).size, organizations }
 }

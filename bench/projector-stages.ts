@@ -1,15 +1,25 @@
 // `npm run bench:projector:stages`: what the first stages of the projector's write path cost per
-// event on this machine, on the bench dataset, in one pass on one thread as the projector runs
-// them: reading and parsing the file (sources/file.ts), decoding and validating (decode.ts), and
-// routing each row in control.db (control-file.ts, transactions held as in an initial load).
-// What 50,000 events/s allows per event (20 µs), less these, is what is left for the organization
-// files' writes and the document build; `npm run bench:projector` measures the whole.
+// event on this machine, on the bench dataset in both of the JsonConverter's encodings (with
+// schemas, Debezium's default, and schemas.enable=false), in one pass each on one thread as the
+// projector runs them: reading and parsing the file (sources/file.ts), decoding and validating
+// (decode.ts), and routing each row in control.db (control-file.ts, transactions held as in an
+// initial load). What 50,000 events/s allows per event (20 µs), less these, is what is left for
+// the organization files' writes and the document build; `npm run bench:projector` measures the
+// whole.
 //
-//   npm run bench:projector:stages [-- --events 1000000]
+// For comparison, in the same run: the first --compare-events lines read by the file source
+// (sourceParseMicros) and the same lines parsed each whole by JSON.parse (what the file source
+// would cost without its schema-skipping fast path: wholeLineJsonParseMicros), alternated twice,
+// the better of each kept.
 //
-// Ends with one line of JSON: {"events", "readAndParseMicros", "decodeMicros", "routeMicros",
-// "firstStagesMicros", "budgetMicros"}, each per event.
+//   npm run bench:projector:stages [-- --events 1000000] [--compare-events 200000]
+//       [--encoding schemas|schemaless|both]
+//
+// Ends with one line of JSON: {"events", "schemas": {...}, "schemaless": {...}, "budgetMicros"},
+// each encoding with "readAndParseMicros", "decodeMicros", "routeMicros", "firstStagesMicros",
+// "sourceParseMicros", "wholeLineJsonParseMicros", per event.
 import { mkdtempSync, rmSync } from 'node:fs'
+import { open } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -18,83 +28,186 @@ import { openControlFile } from '../projector/control-file.ts'
 import { decodeRecord, type RowChange } from '../projector/decode.ts'
 import { FILE_BATCH_RECORDS, LOAD_COMMIT_EVENTS } from '../projector/projector.ts'
 import { readRecordBatches } from '../projector/sources/file.ts'
-import { benchDataset } from './dataset.ts'
+import { type BenchEncoding, benchDataset } from './dataset.ts'
 
-const { values } = parseArgs({ options: { events: { type: 'string', default: '1000000' } } })
+const { values } = parseArgs({
+  options: {
+    events: { type: 'string', default: '1000000' },
+    'compare-events': { type: 'string', default: '200000' },
+    encoding: { type: 'string', default: 'both' },
+  },
+})
 const targetEvents = Number(values.events)
+const compareEvents = Number(values['compare-events'])
 if (!Number.isSafeInteger(targetEvents) || targetEvents < 1)
   throw new Error('--events must be a positive integer')
+if (!Number.isSafeInteger(compareEvents) || compareEvents < 0)
+  throw new Error('--compare-events must be a non-negative integer')
+const encodings: BenchEncoding[] =
+  values.encoding === 'both'
+    ? ['schemas', 'schemaless']
+    : values.encoding === 'schemas' || values.encoding === 'schemaless'
+      ? [values.encoding]
+      : (() => {
+          throw new Error('--encoding must be schemas, schemaless or both')
+        })()
 
 const TARGET_EVENTS_PER_SECOND = 50_000
 /** The dataset's topic prefix (scripts/dataset), the projector's default. */
 const TOPIC_PREFIX = 'product'
 
 const log = (line: string) => process.stderr.write(`${line}\n`)
-const { path } = await benchDataset(targetEvents, log)
-const dir = mkdtempSync(join(tmpdir(), 'bench-stages-'))
-const control = openControlFile(join(dir, 'control.db'))
-const nanos = { readAndParse: 0n, decode: 0n, route: 0n }
-let events = 0
-let uncommitted = 0
-try {
-  const batches = readRecordBatches(path, FILE_BATCH_RECORDS)
-  for (;;) {
-    let started = process.hrtime.bigint()
-    const next = await batches.next()
-    let now = process.hrtime.bigint()
-    nanos.readAndParse += now - started
-    if (next.done === true) break
-    const records = next.value
 
-    started = now
-    const changes: Array<RowChange & { table: OrganizationTable }> = []
-    for (const record of records) {
-      const decoded = decodeRecord(record, TOPIC_PREFIX)
-      if (decoded.kind === 'change' && !controlTables.has(decoded.change.table))
-        changes.push(decoded.change as RowChange & { table: OrganizationTable })
-    }
-    now = process.hrtime.bigint()
-    nanos.decode += now - started
+interface StageMicros {
+  readAndParseMicros: number
+  decodeMicros: number
+  routeMicros: number
+  firstStagesMicros: number
+  sourceParseMicros: number | null
+  wholeLineJsonParseMicros: number | null
+}
 
-    started = now
-    control.begin()
-    control.transaction(() => {
-      for (const change of changes) {
-        if (change.kind === 'upsert') {
-          const organizationId = (change.row as { organization_id: string }).organization_id
-          control.route(change.table, change.id, organizationId)
-        } else if (change.kind === 'delete') control.routeOf(change.table, change.id)
+/** The three stages over the file, as the projector runs them; µs per event. */
+async function stages(path: string): Promise<{ events: number; micros: StageMicros }> {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-stages-'))
+  const control = openControlFile(join(dir, 'control.db'))
+  const nanos = { readAndParse: 0n, decode: 0n, route: 0n }
+  let events = 0
+  let uncommitted = 0
+  try {
+    const batches = readRecordBatches(path, FILE_BATCH_RECORDS)
+    for (;;) {
+      let started = process.hrtime.bigint()
+      const next = await batches.next()
+      let now = process.hrtime.bigint()
+      nanos.readAndParse += now - started
+      if (next.done === true) break
+      const records = next.value
+
+      started = now
+      const changes: Array<RowChange & { table: OrganizationTable }> = []
+      for (const record of records) {
+        const decoded = decodeRecord(record, TOPIC_PREFIX)
+        if (decoded.kind === 'change' && !controlTables.has(decoded.change.table))
+          changes.push(decoded.change as RowChange & { table: OrganizationTable })
       }
-    })
-    uncommitted += records.length
-    if (uncommitted >= LOAD_COMMIT_EVENTS) {
-      control.commit()
-      uncommitted = 0
+      now = process.hrtime.bigint()
+      nanos.decode += now - started
+
+      started = now
+      control.begin()
+      control.transaction(() => {
+        for (const change of changes) {
+          if (change.kind === 'upsert') {
+            const organizationId = (change.row as { organization_id: string }).organization_id
+            control.route(change.table, change.id, organizationId)
+          } else if (change.kind === 'delete') control.routeOf(change.table, change.id)
+        }
+      })
+      uncommitted += records.length
+      if (uncommitted >= LOAD_COMMIT_EVENTS) {
+        control.commit()
+        uncommitted = 0
+      }
+      nanos.route += process.hrtime.bigint() - started
+      events += records.length
+      if (events >= targetEvents) {
+        await batches.return(undefined)
+        break
+      }
     }
+    const started = process.hrtime.bigint()
+    control.commit()
     nanos.route += process.hrtime.bigint() - started
-    events += records.length
-    if (events >= targetEvents) break
+  } finally {
+    control.close()
+    rmSync(dir, { recursive: true, force: true })
   }
-  const started = process.hrtime.bigint()
-  control.commit()
-  nanos.route += process.hrtime.bigint() - started
-} finally {
-  control.close()
-  rmSync(dir, { recursive: true, force: true })
+  const perEvent = (n: bigint) => Number((Number(n) / 1000 / events).toFixed(2))
+  return {
+    events,
+    micros: {
+      readAndParseMicros: perEvent(nanos.readAndParse),
+      decodeMicros: perEvent(nanos.decode),
+      routeMicros: perEvent(nanos.route),
+      firstStagesMicros: perEvent(nanos.readAndParse + nanos.decode + nanos.route),
+      sourceParseMicros: null,
+      wholeLineJsonParseMicros: null,
+    },
+  }
 }
 
-const perEvent = (n: bigint) => Number((Number(n) / 1000 / events).toFixed(2))
-const result = {
-  events,
-  readAndParseMicros: perEvent(nanos.readAndParse),
-  decodeMicros: perEvent(nanos.decode),
-  routeMicros: perEvent(nanos.route),
-  firstStagesMicros: perEvent(nanos.readAndParse + nanos.decode + nanos.route),
-  budgetMicros: 1e6 / TARGET_EVENTS_PER_SECOND,
+/** The first `limit` lines read by the file source; µs per line. */
+async function sourceParse(path: string, limit: number): Promise<number> {
+  let lines = 0
+  const started = process.hrtime.bigint()
+  for await (const batch of readRecordBatches(path, FILE_BATCH_RECORDS)) {
+    lines += batch.length
+    if (lines >= limit) break
+  }
+  return Number((Number(process.hrtime.bigint() - started) / 1000 / lines).toFixed(2))
 }
+
+/**
+ * The first `limit` lines read in the same 4 MB chunks, each parsed whole by JSON.parse: the
+ * naive read-and-parse, for comparison with readRecordBatches. µs per line.
+ */
+async function wholeLineJsonParse(path: string, limit: number): Promise<number> {
+  const file = await open(path, 'r')
+  const chunk = Buffer.allocUnsafe(4 << 20)
+  let lines = 0
+  let sink = 0
+  const started = process.hrtime.bigint()
+  try {
+    let position = 0
+    let carry: Buffer | undefined
+    outer: for (;;) {
+      const { bytesRead } = await file.read(chunk, 0, chunk.length, position)
+      if (bytesRead === 0) break
+      position += bytesRead
+      let buf = chunk.subarray(0, bytesRead)
+      if (carry !== undefined) buf = Buffer.concat([carry, buf])
+      let start = 0
+      for (let lf = buf.indexOf(0x0a); lf !== -1; lf = buf.indexOf(0x0a, start)) {
+        const record = JSON.parse(buf.toString('utf8', start, lf)) as { topic: string }
+        sink += record.topic.length
+        start = lf + 1
+        if (++lines >= limit) break outer
+      }
+      carry = Buffer.from(buf.subarray(start))
+    }
+  } finally {
+    await file.close()
+  }
+  if (sink === 0) throw new Error('nothing parsed')
+  return Number((Number(process.hrtime.bigint() - started) / 1000 / lines).toFixed(2))
+}
+
+const result: Record<string, unknown> & { events: number } = { events: 0 }
+for (const encoding of encodings) {
+  const { path } = await benchDataset(targetEvents, log, encoding)
+  const { events, micros } = await stages(path)
+  if (compareEvents > 0) {
+    const source: number[] = []
+    const whole: number[] = []
+    for (let round = 0; round < 2; round++) {
+      source.push(await sourceParse(path, compareEvents))
+      whole.push(await wholeLineJsonParse(path, compareEvents))
+    }
+    micros.sourceParseMicros = Math.min(...source)
+    micros.wholeLineJsonParseMicros = Math.min(...whole)
+  }
+  result.events = events
+  result[encoding] = micros
+  log(
+    `${encoding}: ${events} events, per event: read and parse ${micros.readAndParseMicros} µs ` +
+      `(first ${compareEvents} lines: ${micros.sourceParseMicros ?? '-'} µs, JSON.parse of each ` +
+      `whole line ${micros.wholeLineJsonParseMicros ?? '-'} µs), decode ` +
+      `${micros.decodeMicros} µs, route ${micros.routeMicros} µs; in all ${micros.firstStagesMicros} µs`,
+  )
+}
+result.budgetMicros = 1e6 / TARGET_EVENTS_PER_SECOND
 log(
-  `${events} events, per event: read and parse ${result.readAndParseMicros} µs, decode ` +
-    `${result.decodeMicros} µs, route ${result.routeMicros} µs; ${result.budgetMicros} µs allowed ` +
-    `in all at ${TARGET_EVENTS_PER_SECOND} events/s`,
+  `${result.budgetMicros as number} µs allowed per event in all at ${TARGET_EVENTS_PER_SECOND} events/s`,
 )
 console.log(JSON.stringify(result))

@@ -1,20 +1,26 @@
-// `npm run bench:projector`: how fast the projector applies change events, next to how fast
-// kafkajs alone can consume the same records, in the same run (these machines are noisy: compare
-// ratios, not absolute numbers).
+// `npm run bench:projector`: how fast the projector applies change events, in both of the
+// JsonConverter's encodings, next to how fast kafkajs alone can consume the same records, in the
+// same run (these machines are noisy: compare ratios, not absolute numbers).
 //
 //   npm run bench:projector [-- --events 1000000] [--kafka-events 200000] [--no-kafka] [--no-file]
+//       [--kafka-encoding schemaless|schemas|both]
 //
-// 1. A generated dataset (scripts/dataset) of --events Debezium events, cached in .cache/bench.
-// 2. File source: the real projector command (`projector --from-file`) in a child process, timed;
-//    its peak RSS is read from the child's own resource usage.
+// 1. A generated dataset (scripts/dataset) of --events Debezium events, cached in <cache>/bench,
+//    written twice from the same model: with schemas (`schemas.enable=true`, Debezium's default,
+//    ~5 KB an event) and without (`schemas.enable=false`, ~1 KB).
+// 2. File source, each encoding: the real projector command (`projector --from-file`) in a child
+//    process, timed; its peak RSS is read from the child's own resource usage.
 // 3. Kafka (a real broker from the test harness): the first --kafka-events records are produced to
 //    their topics, then consumed by a bare kafkajs consumer group (no work per message) and by the
 //    projector, each timed from before it connects: kafkajs alone to its last record, the projector
-//    to its offsets committed and /readyz (documents built).
-// Ends with one line of JSON: {"events", "eventsPerSecond", "kafkaOnlyEventsPerSecond",
-// "projectorKafkaEventsPerSecond", "peakRssMb"}.
+//    to its offsets committed and /readyz (documents built). By default on both encodings (each
+//    under its own topic prefix); the JSON line carries the schemaless run, the stricter ratio
+//    (kafkajs alone reads a quarter of the bytes) and the recommended setting.
+// Ends with one line of JSON: {"events", "eventsPerSecond" (with schemas),
+// "eventsPerSecondSchemaless", "kafkaOnlyEventsPerSecond", "projectorKafkaEventsPerSecond",
+// "peakRssMb" (the larger of the two file runs), "lanes"}.
 import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { createReadStream, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -26,8 +32,7 @@ import { changeTopics } from '../projector/sources/kafka.ts'
 import { isolatedChildEnv, loadProjectorConfig } from '../src/config.ts'
 import { kafkaClient, startKafka } from '../test/harness/kafka.ts'
 import { repoRoot } from '../test/harness/paths.ts'
-import { benchDataset } from './dataset.ts'
-import { produceFile } from './produce.ts'
+import { type BenchEncoding, benchDataset } from './dataset.ts'
 
 const { values } = parseArgs({
   options: {
@@ -35,8 +40,17 @@ const { values } = parseArgs({
     'kafka-events': { type: 'string', default: '200000' },
     'no-kafka': { type: 'boolean', default: false },
     'no-file': { type: 'boolean', default: false },
+    'kafka-encoding': { type: 'string', default: 'both' },
   },
 })
+const kafkaEncodings: BenchEncoding[] =
+  values['kafka-encoding'] === 'both'
+    ? ['schemaless', 'schemas']
+    : values['kafka-encoding'] === 'schemas' || values['kafka-encoding'] === 'schemaless'
+      ? [values['kafka-encoding']]
+      : (() => {
+          throw new Error('--kafka-encoding must be schemas, schemaless or both')
+        })()
 const targetEvents = Number(values.events)
 const kafkaEvents = Number(values['kafka-events'])
 if (!Number.isSafeInteger(targetEvents) || targetEvents < 1)
@@ -45,7 +59,7 @@ if (!Number.isSafeInteger(kafkaEvents) || kafkaEvents < 1)
   throw new Error('--kafka-events must be a positive integer')
 
 /** LANES passes through to the projector (its default: one lane per core). */
-const lanes: Record<string, string> =
+const lanesEnv: Record<string, string> =
   process.env.LANES === undefined ? {} : { LANES: process.env.LANES }
 
 function log(line: string): void {
@@ -56,14 +70,14 @@ function log(line: string): void {
 function projectFile(
   path: string,
   dataDir: string,
-): Promise<{ records: number; seconds: number; peakRssMb: number }> {
+): Promise<{ records: number; seconds: number; peakRssMb: number; lanes?: number }> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
       ['--import', 'tsx', 'projector/main.ts', '--from-file', path],
       {
         cwd: repoRoot,
-        env: isolatedChildEnv(process.env, { DATA_DIR: dataDir, LOG_LEVEL: 'info', ...lanes }),
+        env: isolatedChildEnv(process.env, { DATA_DIR: dataDir, LOG_LEVEL: 'info', ...lanesEnv }),
         stdio: ['ignore', 'pipe', 'inherit'],
       },
     )
@@ -72,10 +86,68 @@ function projectFile(
     child.on('error', reject)
     child.on('close', (code) => {
       if (code !== 0) return reject(new Error(`projector exited ${code}`))
-      const summary = JSON.parse(last) as { records: number; seconds: number; peakRssMb: number }
+      const summary = JSON.parse(last) as {
+        records: number
+        seconds: number
+        peakRssMb: number
+        lanes?: number
+      }
       resolve(summary)
     })
   })
+}
+
+/**
+ * Produces the file's first `limit` records to their topics. Returns how many went to `topics`
+ * (the change topics both consumers read: payer_portal_logins is produced, never consumed).
+ */
+async function produce(
+  kafka: Kafka,
+  path: string,
+  limit: number,
+  topics: readonly string[],
+  topicPrefix: string,
+): Promise<number> {
+  const producer = kafka.producer({ allowAutoTopicCreation: true })
+  await producer.connect()
+  const byTopic = new Map<string, Array<{ key: string | null; value: string | null }>>()
+  const consumed = new Set(topics)
+  let count = 0
+  let onConsumedTopics = 0
+  let pendingBytes = 0
+  const flush = async () => {
+    const topicMessages = [...byTopic].map(([topic, messages]) => ({ topic, messages }))
+    byTopic.clear()
+    pendingBytes = 0
+    if (topicMessages.length > 0) await producer.sendBatch({ topicMessages, acks: 1 })
+  }
+  for await (const line of createInterface({
+    input: createReadStream(path),
+    crlfDelay: Infinity,
+  })) {
+    if (line === '') continue
+    const r = JSON.parse(line) as { topic: string; key: unknown; value: unknown }
+    // The dataset's prefix is `product`; each encoding gets topics of its own on one broker.
+    r.topic = `${topicPrefix}${r.topic.slice(r.topic.indexOf('.'))}`
+    const message = {
+      key: r.key === null ? null : JSON.stringify(r.key),
+      value: r.value === null ? null : JSON.stringify(r.value),
+    }
+    // One produce request carries one record batch per topic, and the broker refuses batches
+    // over message.max.bytes (1 MB by default): ~5 KB events fill one in ~200 records.
+    const bytes = (message.key?.length ?? 0) + (message.value?.length ?? 0)
+    if (pendingBytes + bytes > 900_000) await flush()
+    pendingBytes += bytes
+    const list = byTopic.get(r.topic) ?? []
+    list.push(message)
+    byTopic.set(r.topic, list)
+    if (consumed.has(r.topic)) onConsumedTopics++
+    ++count
+    if (count >= limit) break
+  }
+  await flush()
+  await producer.disconnect()
+  return onConsumedTopics
 }
 
 async function endOffsets(admin: Admin, topics: string[]): Promise<Map<string, bigint>> {
@@ -113,9 +185,14 @@ async function waitReady(adminUrl: string | undefined): Promise<void> {
   }
 }
 
-async function kafkaOnly(kafka: Kafka, topics: string[], total: number): Promise<number> {
+async function kafkaOnly(
+  kafka: Kafka,
+  topics: string[],
+  total: number,
+  groupId: string,
+): Promise<number> {
   const consumer = kafka.consumer({
-    groupId: 'bench-kafkajs-only',
+    groupId,
     maxBytesPerPartition: 8 * 1024 * 1024,
     maxBytes: 32 * 1024 * 1024,
   })
@@ -141,18 +218,82 @@ async function kafkaOnly(kafka: Kafka, topics: string[], total: number): Promise
   return seen / seconds
 }
 
+/** The number of lanes a projector with this configuration runs (1 until lanes exist). */
+function lanesOf(config: object): number {
+  return 'lanes' in config && typeof config.lanes === 'number' ? config.lanes : 1
+}
+
+/** kafkajs alone, then the projector, on the first --kafka-events records in one encoding. */
+async function kafkaRun(
+  kafka: Kafka,
+  admin: Admin,
+  brokers: string[],
+  encoding: BenchEncoding,
+  dataDir: string,
+): Promise<{ kafkaOnly: number; projector: number; lanes: number }> {
+  const { path } = await benchDataset(targetEvents, log, encoding)
+  const topicPrefix = encoding === 'schemas' ? 'product' : 'schemaless'
+  const topics = changeTopics(topicPrefix)
+  await admin.createTopics({ waitForLeaders: true, topics: topics.map((topic) => ({ topic })) })
+  log(`${encoding}: producing the first ${kafkaEvents} records...`)
+  const produced = await produce(kafka, path, kafkaEvents, topics, topicPrefix)
+  const ends = await endOffsets(admin, topics)
+
+  log(`${encoding}: kafkajs alone...`)
+  const only = Math.round(await kafkaOnly(kafka, topics, produced, `bench-kafkajs-${encoding}`))
+  log(`  ${only} records/s`)
+
+  log(`${encoding}: projector on Kafka...`)
+  const groupId = `bench-projector-${encoding}`
+  const config = loadProjectorConfig({
+    DATA_DIR: join(dataDir, `kafka-${encoding}`),
+    KAFKA_BROKERS: brokers.join(','),
+    KAFKA_GROUP_ID: groupId,
+    TOPIC_PREFIX: topicPrefix,
+    ADMIN_PORT: '0',
+    LOG_LEVEL: 'warn',
+    ...lanesEnv,
+  })
+  const projector = createProjector({ config, logger: pino({ level: 'warn' }) })
+  const t0 = process.hrtime.bigint()
+  await projector.startKafka()
+  await waitCommitted(admin, groupId, topics, ends)
+  const committedSeconds = Number(process.hrtime.bigint() - t0) / 1e9
+  // Committed is not yet served: an initial load builds its documents once it has caught
+  // up, and only then is ready. The clock stops there.
+  await waitReady(projector.adminAddress())
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9
+  log(`  all committed after ${committedSeconds.toFixed(1)} s, ready after ${seconds.toFixed(1)} s`)
+  await projector.stop()
+  const rate = Math.round(produced / seconds)
+  log(`  ${rate} events/s (${((rate / only) * 100).toFixed(0)}% of kafkajs alone)`)
+  return { kafkaOnly: only, projector: rate, lanes: lanesOf(config) }
+}
+
 async function main(): Promise<void> {
-  const { path, events } = await benchDataset(targetEvents, log)
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-projector-'))
   try {
-    let file = { records: events, seconds: Number.NaN, peakRssMb: null as number | null }
-    let eventsPerSecond: number | null = null
+    const file: Partial<Record<BenchEncoding, Awaited<ReturnType<typeof projectFile>>>> = {}
+    let events = 0
+    let lanes = lanesOf(loadProjectorConfig({ DATA_DIR: dataDir, ...lanesEnv }))
     if (values['no-file'] !== true) {
-      log(`file source: projecting ${events} events...`)
-      file = await projectFile(path, join(dataDir, 'file'))
-      eventsPerSecond = Math.round(file.records / file.seconds)
-      log(`  ${eventsPerSecond} events/s, peak RSS ${file.peakRssMb} MB`)
+      for (const encoding of ['schemas', 'schemaless'] as const) {
+        const dataset = await benchDataset(targetEvents, log, encoding)
+        events = dataset.events
+        log(
+          `file source, ${encoding} (${(dataset.bytes / dataset.events / 1024).toFixed(1)} KB an event): projecting ${dataset.events} events...`,
+        )
+        const summary = await projectFile(dataset.path, join(dataDir, `file-${encoding}`))
+        file[encoding] = summary
+        lanes = summary.lanes ?? lanes
+        log(
+          `  ${Math.round(summary.records / summary.seconds)} events/s, peak RSS ${summary.peakRssMb} MB`,
+        )
+        rmSync(join(dataDir, `file-${encoding}`), { recursive: true, force: true })
+      }
     }
+    const rate = (r: { records: number; seconds: number } | undefined) =>
+      r === undefined ? null : Math.round(r.records / r.seconds)
 
     let kafkaOnlyEventsPerSecond: number | null = null
     let projectorKafkaEventsPerSecond: number | null = null
@@ -161,54 +302,34 @@ async function main(): Promise<void> {
       const broker = await startKafka()
       try {
         const kafka = kafkaClient(broker.brokers, 'bench')
-        const topics = changeTopics('product')
         const admin = kafka.admin()
         await admin.connect()
-        await admin.createTopics({
-          waitForLeaders: true,
-          topics: topics.map((topic) => ({ topic })),
-        })
-        log(`producing the first ${kafkaEvents} records...`)
-        const produced = await produceFile(kafka, path, kafkaEvents, topics)
-        const ends = await endOffsets(admin, topics)
-
-        log('kafkajs alone...')
-        kafkaOnlyEventsPerSecond = Math.round(await kafkaOnly(kafka, topics, produced))
-        log(`  ${kafkaOnlyEventsPerSecond} records/s`)
-
-        log('projector on Kafka...')
-        const config = loadProjectorConfig({
-          DATA_DIR: join(dataDir, 'kafka'),
-          KAFKA_BROKERS: broker.brokers.join(','),
-          KAFKA_GROUP_ID: 'bench-projector',
-          ADMIN_PORT: '0',
-          LOG_LEVEL: 'warn',
-          ...lanes,
-        })
-        const projector = createProjector({ config, logger: pino({ level: 'warn' }) })
-        const t0 = process.hrtime.bigint()
-        await projector.startKafka()
-        await waitCommitted(admin, 'bench-projector', topics, ends)
-        const committedSeconds = Number(process.hrtime.bigint() - t0) / 1e9
-        // Committed is not yet served: an initial load builds its documents once it has caught
-        // up, and only then is ready. The clock stops there.
-        await waitReady(projector.adminAddress())
-        const seconds = Number(process.hrtime.bigint() - t0) / 1e9
-        log(
-          `  all committed after ${committedSeconds.toFixed(1)} s, ready after ${seconds.toFixed(1)} s`,
-        )
-        await projector.stop()
-        projectorKafkaEventsPerSecond = Math.round(produced / seconds)
-        log(
-          `  ${projectorKafkaEventsPerSecond} events/s (${((projectorKafkaEventsPerSecond / kafkaOnlyEventsPerSecond) * 100).toFixed(0)}% of kafkajs alone)`,
-        )
+        for (const encoding of kafkaEncodings) {
+          const run = await kafkaRun(kafka, admin, broker.brokers, encoding, dataDir)
+          lanes = run.lanes
+          if (encoding === 'schemaless' || kafkaEncodings.length === 1) {
+            kafkaOnlyEventsPerSecond = run.kafkaOnly
+            projectorKafkaEventsPerSecond = run.projector
+          }
+        }
         await admin.disconnect()
       } finally {
         await broker.stop()
       }
     }
+    const peaks = [file.schemas?.peakRssMb, file.schemaless?.peakRssMb].filter(
+      (mb): mb is number => mb !== undefined,
+    )
     process.stdout.write(
-      `${JSON.stringify({ events: file.records, eventsPerSecond, kafkaOnlyEventsPerSecond, projectorKafkaEventsPerSecond, peakRssMb: file.peakRssMb })}\n`,
+      `${JSON.stringify({
+        events: events === 0 ? null : events,
+        eventsPerSecond: rate(file.schemas),
+        eventsPerSecondSchemaless: rate(file.schemaless),
+        kafkaOnlyEventsPerSecond,
+        projectorKafkaEventsPerSecond,
+        peakRssMb: peaks.length === 0 ? null : Math.max(...peaks),
+        lanes,
+      })}\n`,
     )
   } finally {
     rmSync(dataDir, { recursive: true, force: true })

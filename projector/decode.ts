@@ -56,7 +56,12 @@ export type Decoded =
 const HEARTBEAT_TOPIC = /^__debezium-heartbeat\./
 
 export function isChangeTopic(topic: string, topicPrefix: string): boolean {
-  return !HEARTBEAT_TOPIC.test(topic) && topic !== `${topicPrefix}.transaction`
+  // Compared in parts: no string built per record.
+  const transaction =
+    topic.length === topicPrefix.length + 12 &&
+    topic.startsWith(topicPrefix) &&
+    topic.endsWith('.transaction')
+  return !transaction && !HEARTBEAT_TOPIC.test(topic)
 }
 
 const idOnly = z.object({

@@ -3,10 +3,11 @@
 // where `value` is exactly what Debezium wrote (partition and offset are optional: 0 and the line
 // number). The embedded default for a first run without Kafka, and how dead letters are replayed.
 //
-// Lines are read as bytes. A line in the usual shape (the keys above, `value` last, values wrapped
-// by the JsonConverter) is parsed without parsing its schema blocks: see ../wrapped-json.ts. Any
-// other line is parsed in full by `parseRecordLine`, which also words every error; both give the
-// same record for the same line.
+// Lines are read as bytes. A line in the usual shape (the keys above, `value` last, keys and
+// values wrapped by the JsonConverter with schemas) is parsed without parsing its schema blocks:
+// see ../wrapped-json.ts. Any other line, schemaless ones included, is parsed whole by
+// `parseRecordLine` (one JSON.parse: for a line without schema blocks, faster than the scan; also
+// what words every error); both give the same record for the same line.
 import { open } from 'node:fs/promises'
 import type { SourceRecord } from '../decode.ts'
 import { isWhitespace, WrapperPrefixes } from '../wrapped-json.ts'
@@ -247,14 +248,49 @@ const CLOSE_BRACKET = 0x5d
 const NULL_BYTES = Buffer.from('null')
 
 type Field = 'topic' | 'partition' | 'offset' | 'key' | 'value'
-const FIELDS: ReadonlyMap<string, Field> = new Map(
-  (['topic', 'partition', 'offset', 'key', 'value'] as const).map((f) => [f, f]),
-)
+
+/** The record field named by `buf[start, end)` (a name without escapes), if any. */
+function fieldNamed(buf: Buffer, start: number, end: number): Field | undefined {
+  // Compared byte by byte: no string for each name of each line.
+  switch (end - start) {
+    case 3:
+      return isAscii(buf, start, 'key') ? 'key' : undefined
+    case 5:
+      return isAscii(buf, start, 'value')
+        ? 'value'
+        : isAscii(buf, start, 'topic')
+          ? 'topic'
+          : undefined
+    case 6:
+      return isAscii(buf, start, 'offset') ? 'offset' : undefined
+    case 9:
+      return isAscii(buf, start, 'partition') ? 'partition' : undefined
+    default:
+      return undefined
+  }
+}
+
+/** Whether `buf` holds the ASCII `text` at `start`. */
+function isAscii(buf: Buffer, start: number, text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (buf[start + i] !== text.charCodeAt(i)) return false
+  return true
+}
+
+const SCHEMA_OPEN = '{"schema":'
+
+/** Whether the value at `i` begins as the JsonConverter's `{"schema":` wrapper. */
+function isWrapped(buf: Buffer, i: number, end: number): boolean {
+  // A loop, not Buffer#compare: a native call costs more than ten bytes compared (profiled).
+  return end - i > SCHEMA_OPEN.length && isAscii(buf, i, SCHEMA_OPEN)
+}
 
 /** Turns lines into records, remembering the topics' schema prefixes across lines. */
 export class LineReader {
   readonly #keys = new WrapperPrefixes()
   readonly #values = new WrapperPrefixes()
+  /** The last topic read, as bytes and text: consecutive lines mostly share it. */
+  #topicBytes = Buffer.alloc(0)
+  #topic = ''
 
   /** The record of `buf[start, end)`, undefined for a blank line; throws for a bad one. */
   record(buf: Buffer, start: number, end: number, lineNumber: number): SourceRecord | undefined {
@@ -283,7 +319,7 @@ export class LineReader {
       if (buf[i] !== QUOTE) return undefined
       const nameEnd = plainStringEnd(buf, i + 1, end)
       if (nameEnd < 0) return undefined
-      const field = FIELDS.get(buf.toString('latin1', i + 1, nameEnd))
+      const field = fieldNamed(buf, i + 1, nameEnd)
       if (field === undefined) return undefined
       const bit = 1 << fieldBit(field)
       if ((seen & bit) !== 0) return undefined // a repeated key: JSON.parse keeps the last one
@@ -297,7 +333,7 @@ export class LineReader {
           if (buf[i] !== QUOTE) return undefined
           valueEnd = plainStringEnd(buf, i + 1, end)
           if (valueEnd < 0 || valueEnd === i + 1) return undefined
-          topic = buf.toString('utf8', i + 1, valueEnd)
+          topic = this.#topicAt(buf, i + 1, valueEnd)
           valueEnd++
           break
         }
@@ -326,6 +362,7 @@ export class LineReader {
             valueEnd = i + 4
             break
           }
+          if (!isWrapped(buf, i, end)) return undefined // schemaless: one JSON.parse is faster
           const prefix = topic === undefined ? undefined : this.#keys.match(topic, buf, i, end)
           if (prefix !== undefined) {
             const payloadStart = i + prefix.bytes.length
@@ -354,7 +391,7 @@ export class LineReader {
             break
           }
           // The usual last key: the value runs to the record's closing brace.
-          if (topic === undefined) return undefined
+          if (topic === undefined || !isWrapped(buf, i, end)) return undefined
           let close = end
           while (close > i && isWhitespace(buf[close - 1]!)) close--
           if (buf[close - 1] !== CLOSE_BRACE) return undefined
@@ -395,6 +432,19 @@ export class LineReader {
         value: value ?? null,
       }
     }
+  }
+
+  /** The topic name at `buf[start, end)`, the last one's string when the bytes are the same. */
+  #topicAt(buf: Buffer, start: number, end: number): string {
+    const last = this.#topicBytes
+    if (last.length === end - start) {
+      let i = 0
+      while (i < last.length && last[i] === buf[start + i]) i++
+      if (i === last.length) return this.#topic
+    }
+    this.#topicBytes = Buffer.from(buf.subarray(start, end))
+    this.#topic = buf.toString('utf8', start, end)
+    return this.#topic
   }
 }
 

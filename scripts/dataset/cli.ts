@@ -2,13 +2,16 @@
 // raw API keys, event counts per topic and op, time taken).
 //
 //   npx tsx scripts/dataset/cli.ts --out FILE --organizations N --providers N [--seed S]
-//       [--rounds R] [--now ISO] [--topic-prefix P]
+//       [--rounds R] [--now ISO] [--topic-prefix P] [--schemas true|false]
 //   npx tsx scripts/dataset/cli.ts --out FILE --events 1000000
+//
+// --schemas is the JsonConverter's schemas.enable: true (default) wraps every key and value in
+// `{"schema":...,"payload":...}`, false writes the payloads alone (same events, a quarter the bytes).
 import { parseArgs } from 'node:util'
 import { type DatasetOptions, datasetSizeFor, writeDataset } from './generate.ts'
 
 const USAGE =
-  'usage: cli.ts --out FILE (--organizations N --providers N | --events N) [--seed S] [--rounds R] [--now ISO] [--topic-prefix P]'
+  'usage: cli.ts --out FILE (--organizations N --providers N | --events N) [--seed S] [--rounds R] [--now ISO] [--topic-prefix P] [--schemas true|false]'
 
 function integer(name: string, raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined
@@ -28,6 +31,7 @@ export function optionsFromArgs(args: string[]): { out: string; options: Dataset
       rounds: { type: 'string' },
       now: { type: 'string' },
       'topic-prefix': { type: 'string' },
+      schemas: { type: 'string' },
     },
     strict: true,
   })
@@ -45,6 +49,8 @@ export function optionsFromArgs(args: string[]): { out: string; options: Dataset
   }
   const now = values.now === undefined ? undefined : new Date(values.now)
   if (now !== undefined && Number.isNaN(now.getTime())) throw new Error('--now must be an ISO date')
+  if (values.schemas !== undefined && values.schemas !== 'true' && values.schemas !== 'false')
+    throw new Error('--schemas must be true or false')
   return {
     out: values.out,
     options: {
@@ -53,6 +59,7 @@ export function optionsFromArgs(args: string[]): { out: string; options: Dataset
       updateRounds: rounds,
       now,
       topicPrefix: values['topic-prefix'],
+      schemas: values.schemas === undefined ? undefined : values.schemas === 'true',
     },
   }
 }

@@ -1,6 +1,7 @@
 // The source tables (schema/source.sql) and how Debezium's PostgreSQL connector, through Kafka
-// Connect's JsonConverter with schemas enabled, writes their change events. Schemas are built and
-// serialized once per table; each event only serializes its payload and splices it in.
+// Connect's JsonConverter, writes their change events: with schemas enabled (Debezium's default,
+// `{"schema":...,"payload":...}`) or without (`schemas.enable=false`: the payload alone). Schemas
+// are built and serialized once per table; each event only serializes its payload and splices it in.
 
 export type ColumnType =
   'uuid' | 'text' | 'boolean' | 'integer' | 'bigint' | 'date' | 'timestamptz' | 'jsonb' | 'text[]'
@@ -401,10 +402,14 @@ export interface TableCodec {
   readonly topic: string
   /** `{"topic":...,"partition":0,"offset":"` */
   readonly linePrefix: string
-  /** `,"key":{"schema":<key schema>,"payload":{"id":"` */
+  /** `,"key":{"schema":<key schema>,"payload":{"id":"`, or `,"key":{"id":"` without schemas */
   readonly keyPrefix: string
-  /** `,"value":{"schema":<envelope schema>,"payload":` */
+  /** What closes the key after its id: `"}}`, or `"}` without schemas. */
+  readonly keySuffix: string
+  /** `,"value":{"schema":<envelope schema>,"payload":`, or `,"value":` without schemas */
   readonly valuePrefix: string
+  /** What closes the value after its payload, and the line: `}}`, or `}` without schemas. */
+  readonly valueSuffix: string
   readonly serializeRow: (row: Row) => string
   /** The before-image of a delete under REPLICA IDENTITY DEFAULT. */
   readonly deleteBefore: (id: string) => string
@@ -467,7 +472,17 @@ function compileSerializer(table: TableName): (row: Row) => string {
   return build(escaped)
 }
 
-export function tableCodec(prefix: string, table: TableName): TableCodec {
+/**
+ * The JsonConverter's `schemas.enable`: `true` wraps keys and values as `{schema, payload}`
+ * (Debezium's default, ~5 KB an event here), `false` writes the payload alone (~1.3 KB).
+ */
+export type Encoding = { schemas: boolean }
+
+export function tableCodec(
+  prefix: string,
+  table: TableName,
+  encoding: Encoding = { schemas: true },
+): TableCodec {
   const topic = `${prefix}.public.${table}`
   const cols = TABLES[table]
   // pgoutput sends the replica identity (the primary key) and nulls for the other columns;
@@ -483,8 +498,19 @@ export function tableCodec(prefix: string, table: TableName): TableCodec {
     table,
     topic,
     linePrefix: `{"topic":${JSON.stringify(topic)},"partition":0,"offset":"`,
-    keyPrefix: `,"key":{"schema":${JSON.stringify(keySchema(prefix, table))},"payload":{"id":"`,
-    valuePrefix: `,"value":{"schema":${JSON.stringify(valueSchema(prefix, table))},"payload":`,
+    ...(encoding.schemas
+      ? {
+          keyPrefix: `,"key":{"schema":${JSON.stringify(keySchema(prefix, table))},"payload":{"id":"`,
+          keySuffix: '"}}',
+          valuePrefix: `,"value":{"schema":${JSON.stringify(valueSchema(prefix, table))},"payload":`,
+          valueSuffix: '}}',
+        }
+      : {
+          keyPrefix: ',"key":{"id":"',
+          keySuffix: '"}',
+          valuePrefix: ',"value":',
+          valueSuffix: '}',
+        }),
     serializeRow: compileSerializer(table),
     deleteBefore: (id) => `{"id":"${id}"${restOfDelete}}`,
     source: sourceBuilder(prefix),

@@ -1,6 +1,7 @@
 // Turns rows into Kafka records the way Debezium would write them: per-topic offsets, snapshot
 // markers, transactions with increasing LSNs, delete + tombstone pairs.
 import {
+  type Encoding,
   type Op,
   type Row,
   type TableCodec,
@@ -26,10 +27,10 @@ export interface RecordParts {
 
 export function recordLine(parts: RecordParts): string {
   const { codec } = parts
-  const head = codec.linePrefix + parts.offset + '"' + codec.keyPrefix + parts.id + '"}}'
+  const head = codec.linePrefix + parts.offset + '"' + codec.keyPrefix + parts.id + codec.keySuffix
   return parts.payload === null
     ? head + ',"value":null}'
-    : head + codec.valuePrefix + parts.payload + '}}'
+    : head + codec.valuePrefix + parts.payload + codec.valueSuffix
 }
 
 interface Pending {
@@ -94,11 +95,11 @@ export class Emitter {
     seed: number,
     snapshotUs: number,
     private readonly txGapUs = 200_000,
+    encoding: Encoding = { schemas: true },
   ) {
-    this.codecs = Object.fromEntries(TABLE_NAMES.map((t) => [t, tableCodec(prefix, t)])) as Record<
-      TableName,
-      TableCodec
-    >
+    this.codecs = Object.fromEntries(
+      TABLE_NAMES.map((t) => [t, tableCodec(prefix, t, encoding)]),
+    ) as Record<TableName, TableCodec>
     this.clockRng = new Rng(seed, 0xc10c)
     this.readUs = snapshotUs
     this.snapshotLsn = 24_000_000 + this.clockRng.int(8_000_000) * 8

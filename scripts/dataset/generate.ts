@@ -22,6 +22,11 @@ export interface DatasetOptions {
   updateRounds?: number
   /** Debezium's topic.prefix. Default 'product'. */
   topicPrefix?: string
+  /**
+   * The JsonConverter's schemas.enable: true (default, Debezium's) wraps keys and values in
+   * `{schema, payload}`; false writes the payloads alone. Same events either way.
+   */
+  schemas?: boolean
 }
 
 export const DEFAULT_NOW = new Date('2026-11-21T10:00:00.000Z')
@@ -126,7 +131,9 @@ function* generateBatches(options: DatasetOptions): Generator<RecordParts[]> {
   // About one transaction per provider and round: spread them over the 12 hours to `now`.
   const transactions = ctx.organizations * ctx.providerSlots * Math.max(1, rounds)
   const gapUs = Math.max(1000, Math.min(200_000, Math.floor((11 * 3_600_000_000) / transactions)))
-  const emitter = new Emitter(prefix, ctx.seed, ctx.snapshotUs, gapUs)
+  const emitter = new Emitter(prefix, ctx.seed, ctx.snapshotUs, gapUs, {
+    schemas: options.schemas ?? true,
+  })
   yield* snapshot(ctx, emitter)
   yield* stream(ctx, emitter, { rounds, onboardPerRound })
 }
@@ -187,8 +194,10 @@ export async function writeDataset(path: string, options: DatasetOptions): Promi
           schemas.set(codec.topic, schema)
         }
         // Three calls a record: the head as text, the value schema as bytes, the payload as text.
-        const head = codec.linePrefix + parts.offset + '"' + codec.keyPrefix + parts.id + '"}}'
-        const tail = parts.payload === null ? ',"value":null}\n' : parts.payload + '}}\n'
+        const head =
+          codec.linePrefix + parts.offset + '"' + codec.keyPrefix + parts.id + codec.keySuffix
+        const tail =
+          parts.payload === null ? ',"value":null}\n' : parts.payload + codec.valueSuffix + '\n'
         if (at + head.length + schema.length + tail.length * 3 > CHUNK_BYTES) await flush()
         at += buf.write(head, at)
         if (parts.payload !== null) at += schema.copy(buf, at)

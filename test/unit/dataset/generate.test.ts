@@ -277,3 +277,23 @@ describe('writeDataset', () => {
     expect(first.value!.schema).toMatchObject({ name: 'staging.public.organizations.Envelope' })
   })
 })
+
+describe('schemas: false (the JsonConverter with schemas.enable=false)', () => {
+  const bare = { ...SMALL, schemas: false }
+
+  it('writes the same records with keys and values unwrapped', async () => {
+    const path = join(dir, 'schemaless.ndjson')
+    const summary = await writeDataset(path, bare)
+    const written = readFileSync(path, 'utf8').split('\n').slice(0, -1)
+    expect(written).toEqual([...generateDataset(bare)])
+    expect(summary.events).toBe(lines.length)
+    const unwrapped = records.map((r) => ({
+      ...r,
+      key: r.key.payload,
+      value: r.value === null ? null : r.value.payload,
+    }))
+    expect(written.map((line) => JSON.parse(line) as unknown)).toEqual(unwrapped)
+    // The point of the setting: a quarter of the bytes or less.
+    expect(written.join('\n').length * 3).toBeLessThan(lines.join('\n').length)
+  })
+})
