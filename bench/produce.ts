@@ -41,12 +41,15 @@ const IN_FLIGHT = 4
 /**
  * Produces the file's first `limit` records to their topics. Returns how many went to `topics`
  * (the change topics both consumers read: payer_portal_logins is produced, never consumed).
+ * `topicPrefix` replaces the dataset's prefix (`product`), so that two encodings of one dataset
+ * can live on one broker.
  */
 export async function produceFile(
   kafka: Kafka,
   path: string,
   limit: number,
   topics: readonly string[],
+  topicPrefix?: string,
 ): Promise<number> {
   const producer = kafka.producer({ allowAutoTopicCreation: true })
   await producer.connect()
@@ -80,6 +83,7 @@ export async function produceFile(
   })) {
     if (line === '') continue
     const r = recordText(line)
+    if (topicPrefix !== undefined) r.topic = `${topicPrefix}${r.topic.slice(r.topic.indexOf('.'))}`
     const message = { key: r.key, value: r.value }
     // One produce request carries one record batch per topic, and the broker refuses batches
     // over message.max.bytes (1 MB by default): ~5 KB events fill one in ~200 records.

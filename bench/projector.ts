@@ -20,7 +20,7 @@
 // "eventsPerSecondSchemaless", "kafkaOnlyEventsPerSecond", "projectorKafkaEventsPerSecond",
 // "peakRssMb" (the larger of the two file runs), "lanes"}.
 import { spawn } from 'node:child_process'
-import { createReadStream, mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -33,6 +33,7 @@ import { isolatedChildEnv, loadProjectorConfig } from '../src/config.ts'
 import { kafkaClient, startKafka } from '../test/harness/kafka.ts'
 import { repoRoot } from '../test/harness/paths.ts'
 import { type BenchEncoding, benchDataset } from './dataset.ts'
+import { produceFile } from './produce.ts'
 
 const { values } = parseArgs({
   options: {
@@ -95,59 +96,6 @@ function projectFile(
       resolve(summary)
     })
   })
-}
-
-/**
- * Produces the file's first `limit` records to their topics. Returns how many went to `topics`
- * (the change topics both consumers read: payer_portal_logins is produced, never consumed).
- */
-async function produce(
-  kafka: Kafka,
-  path: string,
-  limit: number,
-  topics: readonly string[],
-  topicPrefix: string,
-): Promise<number> {
-  const producer = kafka.producer({ allowAutoTopicCreation: true })
-  await producer.connect()
-  const byTopic = new Map<string, Array<{ key: string | null; value: string | null }>>()
-  const consumed = new Set(topics)
-  let count = 0
-  let onConsumedTopics = 0
-  let pendingBytes = 0
-  const flush = async () => {
-    const topicMessages = [...byTopic].map(([topic, messages]) => ({ topic, messages }))
-    byTopic.clear()
-    pendingBytes = 0
-    if (topicMessages.length > 0) await producer.sendBatch({ topicMessages, acks: 1 })
-  }
-  for await (const line of createInterface({
-    input: createReadStream(path),
-    crlfDelay: Infinity,
-  })) {
-    if (line === '') continue
-    const r = JSON.parse(line) as { topic: string; key: unknown; value: unknown }
-    // The dataset's prefix is `product`; each encoding gets topics of its own on one broker.
-    r.topic = `${topicPrefix}${r.topic.slice(r.topic.indexOf('.'))}`
-    const message = {
-      key: r.key === null ? null : JSON.stringify(r.key),
-      value: r.value === null ? null : JSON.stringify(r.value),
-    }
-    // One produce request carries one record batch per topic, and the broker refuses batches
-    // over message.max.bytes (1 MB by default): ~5 KB events fill one in ~200 records.
-    const bytes = (message.key?.length ?? 0) + (message.value?.length ?? 0)
-    if (pendingBytes + bytes > 900_000) await flush()
-    pendingBytes += bytes
-    const list = byTopic.get(r.topic) ?? []
-    list.push(message)
-    byTopic.set(r.topic, list)
-    if (consumed.has(r.topic)) onConsumedTopics++
-    ++count
-    if (count >= limit) break
-  }
-  await flush()
-  await producer.disconnect()
-  return onConsumedTopics
 }
 
 async function endOffsets(admin: Admin, topics: string[]): Promise<Map<string, bigint>> {
@@ -236,7 +184,7 @@ async function kafkaRun(
   const topics = changeTopics(topicPrefix)
   await admin.createTopics({ waitForLeaders: true, topics: topics.map((topic) => ({ topic })) })
   log(`${encoding}: producing the first ${kafkaEvents} records...`)
-  const produced = await produce(kafka, path, kafkaEvents, topics, topicPrefix)
+  const produced = await produceFile(kafka, path, kafkaEvents, topics, topicPrefix)
   const ends = await endOffsets(admin, topics)
 
   log(`${encoding}: kafkajs alone...`)
