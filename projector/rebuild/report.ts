@@ -38,6 +38,17 @@ export function reportJson(report: RebuildReport): string {
   return JSON.stringify(report)
 }
 
+/**
+ * A report's rows as aligned text: the first two columns (organization, resource) to the left,
+ * the counts to the right, two spaces between. The first row is the header.
+ */
+export function alignedRows(rows: readonly string[][]): string[] {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)))
+  return rows.map((row) =>
+    row.map((cell, i) => (i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!))).join('  '),
+  )
+}
+
 /** One row per organization and resource with any difference, then the ids; a verdict last. */
 export function reportTable(report: RebuildReport): string {
   const verb = report.dryRun ? 'would' : 'did'
@@ -69,17 +80,7 @@ export function reportTable(report: RebuildReport): string {
     }
   }
   const lines: string[] = []
-  if (rows.length > 1) {
-    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)))
-    for (const row of rows) {
-      lines.push(
-        row
-          .map((cell, i) => (i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
-          .join('  '),
-      )
-    }
-    lines.push('', ...details, '')
-  }
+  if (rows.length > 1) lines.push(...alignedRows(rows), '', ...details, '')
   const organizations = report.organizations.length
   const unchanged = report.organizations.filter((o) => !hasDifferences(o.resources)).length
   lines.push(

@@ -3,6 +3,7 @@
 // snapshot; and after `--repair`, what the rebuild did and the check that followed. A table for
 // people, JSON for scripts. Pure: the command prints what these return.
 import type { IdSample, ResourceDiff } from '../documents/index.ts'
+import { alignedRows } from '../rebuild/report.ts'
 
 export interface ResourceVerdict {
   resource: ResourceDiff['resource']
@@ -148,18 +149,7 @@ function tableLines(report: VerifyReport, verb: string): string[] {
       )
     }
   }
-  if (rows.length > 1) {
-    const widths = header.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)))
-    for (const row of rows) {
-      lines.push(
-        row
-          .map((cell, i) => (i < 2 ? cell.padEnd(widths[i]!) : cell.padStart(widths[i]!)))
-          .join('  ')
-          .trimEnd(),
-      )
-    }
-    lines.push('')
-  }
+  if (rows.length > 1) lines.push(...alignedRows(rows), '')
   if (details.length > 0) lines.push(...details, '')
   const total = report.organizations.length
   const drifted = report.organizations.filter((o) => o.status === 'drifted').length
