@@ -7,7 +7,7 @@
 //   npm run projector -- --rebuild --dry-run [--json]              what a rebuild would change
 import closeWithGrace from 'close-with-grace'
 import { parseArgs } from 'node:util'
-import { ConfigError, loadProjectorConfig, type ProjectorConfig } from '../src/config.ts'
+import { loadCommandConfig, loadProjectorConfig, type ProjectorConfig } from '../src/config.ts'
 import { isOrganizationId } from '../src/layout.ts'
 import { createLogger } from '../src/log.ts'
 import { createProgress } from '../src/progress.ts'
@@ -85,16 +85,8 @@ async function main(): Promise<number> {
     return 2
   }
 
-  let config
-  try {
-    config = loadProjectorConfig(process.env)
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`projector: ${error.message}\n`)
-      return 2
-    }
-    throw error
-  }
+  const config = loadCommandConfig('projector', loadProjectorConfig, process.env)
+  if (config === undefined) return 2
   if (aside) {
     return rebuildAsideCommand(config, {
       ...(organizations === undefined ? {} : { organizations }),

@@ -9,6 +9,24 @@ export class ConfigError extends Error {
   override name = 'ConfigError'
 }
 
+/**
+ * A command's configuration; on a bad value, undefined after one line on stderr naming the
+ * variable (`<command>: ...`), and the command exits 2.
+ */
+export function loadCommandConfig<T>(
+  command: string,
+  load: (env: Record<string, string | undefined>) => T,
+  env: Record<string, string | undefined>,
+): T | undefined {
+  try {
+    return load(env)
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error
+    process.stderr.write(`${command}: ${error.message}\n`)
+    return undefined
+  }
+}
+
 const logLevel = z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'])
 const port = z.coerce.number().int().min(0).max(65535)
 const positiveInt = z.coerce.number().int().positive()

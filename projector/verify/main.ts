@@ -7,7 +7,7 @@
 // (bad configuration or arguments, PostgreSQL or Kafka unreachable, a grant missing, the replica
 // not caught up in time, another rebuild running for --repair).
 import { parseArgs } from 'node:util'
-import { ConfigError, loadVerifyConfig } from '../../src/config.ts'
+import { loadCommandConfig, loadVerifyConfig } from '../../src/config.ts'
 import { isOrganizationId } from '../../src/layout.ts'
 import { createLogger } from '../../src/log.ts'
 import { createProgress } from '../../src/progress.ts'
@@ -71,16 +71,8 @@ async function main(): Promise<number> {
     return 2
   }
 
-  let config
-  try {
-    config = loadVerifyConfig(process.env)
-  } catch (error) {
-    if (error instanceof ConfigError) {
-      process.stderr.write(`verify: ${error.message}\n`)
-      return 2
-    }
-    throw error
-  }
+  const config = loadCommandConfig('verify', loadVerifyConfig, process.env)
+  if (config === undefined) return 2
   const logger = createLogger('verify', config.projector.logLevel, process.stderr)
   const progress = createProgress({
     label: 'verify',
