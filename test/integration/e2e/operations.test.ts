@@ -29,6 +29,7 @@ import {
   insertProviderIdentifier,
   updateRow,
 } from '../../support/e2e-sql.ts'
+import { pollProviders } from '../../support/poller.ts'
 import { repoRoot, runEntry } from '../../support/processes.ts'
 
 interface Organization {
@@ -107,65 +108,22 @@ function digest(path: string): string {
   return createHash('sha256').update(readFileSync(path)).digest('hex')
 }
 
-/**
- * The recommended client loop (spec/api-v1.md section 4) on /providers: from its watermark to the
- * end of the list, then a short wait. Records failures and every document sent as new or changed.
- */
-function poll(organization: Organization) {
-  const client = pipeline.client(organization.key)
-  const state = { failures: [] as string[], sent: [] as string[], running: true }
-  let watermark = '1970-01-01T00:00:00.000Z'
-  const loop = (async () => {
-    while (state.running) {
-      let cursor: string | null = null
-      let newest = watermark
-      do {
-        const query: string =
-          `updated_since=${watermark}&limit=5` +
-          (cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`)
-        try {
-          const response = await client.get<{
-            data: Array<{ id: string; updatedAt: string }>
-            nextCursor: string | null
-          }>(`/providers?${query}`)
-          if (response.status !== 200) {
-            state.failures.push(`${response.status} ${response.text}`)
-            break
-          }
-          for (const doc of response.body.data) {
-            if (doc.updatedAt > watermark) state.sent.push(doc.id)
-            if (doc.updatedAt > newest) newest = doc.updatedAt
-          }
-          cursor = response.body.nextCursor
-        } catch (error) {
-          state.failures.push(String(error))
-          break
-        }
-      } while (cursor !== null)
-      watermark = newest
-      await sleep(100)
-    }
-  })()
-  return {
-    state,
-    async stop() {
-      state.running = false
-      await loop
-    },
-  }
-}
-
 describe('operators rebuild from the topics', { timeout: 300_000 }, () => {
   it('rebuilds one organization while clients poll and rows change: nothing lost, failed, re-sent or written elsewhere', async () => {
     const [a, b] = organizations as [Organization, Organization]
-    const pollers = [poll(a), poll(b)] as const
+    const pollers = [a, b].map((organization) =>
+      pollProviders((path) => pipeline.client(organization.key).get(path), {
+        limit: 5,
+        pauseMs: 100,
+      }),
+    )
     await pipeline.eventually('both pollers to have every provider', async () => {
       for (const poller of pollers)
         if (poller.state.failures.length > 0) throw new Error(poller.state.failures.join('\n'))
       return pollers.every((p) => p.state.sent.length >= 12) ? true : undefined
     })
     await sleep(500)
-    for (const poller of pollers) poller.state.sent.length = 0
+    for (const poller of pollers) poller.take()
     const other = livePath(b.id)
     const otherBefore = { digest: digest(other), mtimeMs: statSync(other).mtimeMs }
     const fileBefore = livePath(a.id)
@@ -194,11 +152,11 @@ describe('operators rebuild from the topics', { timeout: 300_000 }, () => {
     await sleep(1_000)
     for (const poller of pollers) await poller.stop()
 
-    expect(pollers[0].state.failures).toEqual([])
-    expect(pollers[1].state.failures).toEqual([])
+    expect(pollers[0]!.state.failures).toEqual([])
+    expect(pollers[1]!.state.failures).toEqual([])
     // The rebuilt file keeps every unchanged document's updatedAt: only the change is re-sent.
-    expect([...new Set(pollers[0].state.sent)]).toEqual([changed])
-    expect(pollers[1].state.sent).toEqual([])
+    expect([...new Set(pollers[0]!.take())]).toEqual([changed])
+    expect(pollers[1]!.take()).toEqual([])
     expect({ digest: digest(other), mtimeMs: statSync(other).mtimeMs }).toEqual(otherBefore)
     expect(await client.list<{ id: string }>('/providers')).toHaveLength(12)
   })

@@ -17,6 +17,7 @@ import { loadProjectorConfig } from '../../../src/config.ts'
 import { currentGeneration, type Generation } from '../../../src/layout.ts'
 import { kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
 import { ORG_A, ORG_B, organizationRow, providerRow, record, uuid } from '../../support/debezium.ts'
+import { pollProviders, type Poller } from '../../support/poller.ts'
 import { repoRoot, runEntry } from '../../support/processes.ts'
 import { startApi, type RunningApi } from '../api/server.ts'
 
@@ -157,58 +158,15 @@ function rebuild(args: string[]) {
   return runEntry('projector/main.ts', ['--rebuild', ...args], projectorEnv(), 180_000)
 }
 
-/**
- * The recommended client loop (spec/api-v1.md section 4), for one organization: pages from its
- * watermark to the end, then waits. Records every failure, and every document sent as new or
- * changed (an `updatedAt` after the watermark of the pass that saw it).
- */
-function pollProviders(organizationId: string) {
-  const state = { failures: [] as string[], sent: [] as Array<[string, string]>, running: true }
-  let watermark = '1970-01-01T00:00:00.000Z'
-  const loop = (async () => {
-    while (state.running) {
-      let cursor: string | null = null
-      let newest = watermark
-      do {
-        // The cursor is bound to the filters it was issued for: they go with it.
-        const query: string =
-          `updated_since=${watermark}` +
-          (cursor === null ? '' : `&cursor=${encodeURIComponent(cursor)}`)
-        try {
-          const response = await api.get(`/providers?limit=25&${query}`, KEYS[organizationId])
-          if (response.status !== 200) {
-            state.failures.push(`${response.status} ${await response.text()}`)
-            break
-          }
-          const page = (await response.json()) as {
-            data: Array<{ id: string; updatedAt: string }>
-            nextCursor: string | null
-          }
-          for (const doc of page.data) {
-            if (doc.updatedAt > watermark) state.sent.push([doc.id, doc.updatedAt])
-            if (doc.updatedAt > newest) newest = doc.updatedAt
-          }
-          cursor = page.nextCursor
-        } catch (error) {
-          state.failures.push(String(error))
-          break
-        }
-      } while (cursor !== null)
-      watermark = newest
-      await sleep(50)
-    }
-  })()
-  return {
-    state,
-    /** The documents sent since the last call. */
-    take(): string[] {
-      return state.sent.splice(0).map(([id]) => id)
+/** The recommended client loop on one organization's providers (test/support/poller.ts). */
+function pollOrganization(organizationId: string): Poller {
+  return pollProviders(
+    async (path) => {
+      const response = await api.get(path, KEYS[organizationId])
+      return { status: response.status, text: await response.text() }
     },
-    async stop() {
-      state.running = false
-      await loop
-    },
-  }
+    { limit: 25, pauseMs: 50 },
+  )
 }
 
 describe('rebuilds built aside', { timeout: 300_000 }, () => {
@@ -253,7 +211,7 @@ describe('rebuilds built aside', { timeout: 300_000 }, () => {
   })
 
   it('rebuilds one organization under polling clients: repaired, nothing lost, nothing else re-sent or written', async () => {
-    const pollers = { a: pollProviders(ORG_A), b: pollProviders(ORG_B) }
+    const pollers = { a: pollOrganization(ORG_A), b: pollOrganization(ORG_B) }
     const synced = (poller: typeof pollers.a, documents: number) => () => {
       if (poller.state.failures.length > 0) throw new Error(poller.state.failures.join('\n'))
       return poller.state.sent.length >= documents ? true : undefined
