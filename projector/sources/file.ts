@@ -109,12 +109,15 @@ export async function* readLineBatches(
   onBytesRead?: (bytes: number) => void,
   maxBatchBytes = 4 << 20,
 ): AsyncGenerator<LineBatch> {
-  let buf = Buffer.allocUnsafe(1 << 20)
+  // Sized for a full batch at once: one allocation per batch, where growing from 1 MB took four
+  // and copied 7 MB (a line that crosses the bound past the slack still grows it).
+  const bufferBytes = maxBatchBytes + (64 << 10)
+  let buf = Buffer.allocUnsafe(bufferBytes)
   let used = 0
   let lines: number[] = []
   const take = (): LineBatch => {
     const batch = { buf: buf.subarray(0, used), lines }
-    buf = Buffer.allocUnsafe(1 << 20)
+    buf = Buffer.allocUnsafe(bufferBytes)
     used = 0
     lines = []
     return batch
