@@ -78,5 +78,11 @@ export interface LaneOutcome {
 }
 
 export type LaneAnswer =
-  | { seq: number; ok: true; outcome?: LaneOutcome }
+  | {
+      seq: number
+      ok: true
+      outcome?: LaneOutcome
+      /** A batch's buffer, handed back once applied for the next batches (lanes.ts BufferPool). */
+      buffer?: ArrayBuffer
+    }
   | { seq: number; ok: false; message: string; fileSource: boolean }

@@ -223,7 +223,12 @@ function handle(request: LaneRequest): LaneAnswer {
     switch (request.type) {
       case 'batch':
         try {
-          return { seq: request.seq, ok: true, outcome: applyBatch(request) }
+          return {
+            seq: request.seq,
+            ok: true,
+            outcome: applyBatch(request),
+            buffer: request.buf.buffer as ArrayBuffer,
+          }
         } catch (error) {
           // What this batch (and the load's held transactions) wrote goes: the source re-reads
           // from its committed position, which is not past this batch. A line that is not a
@@ -264,5 +269,8 @@ function handle(request: LaneRequest): LaneAnswer {
 }
 
 parentPort?.on('message', (request: LaneRequest) => {
-  parentPort?.postMessage(handle(request))
+  const answer = handle(request)
+  // Nothing of the batch outlives its answer (records read from it are parsed, and applied), so
+  // its buffer goes back rather than waiting here for a collection as garbage.
+  parentPort?.postMessage(answer, answer.ok && answer.buffer !== undefined ? [answer.buffer] : [])
 })

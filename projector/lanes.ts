@@ -69,6 +69,39 @@ export interface LaneApplier {
   close(): Promise<void>
 }
 
+/**
+ * The buffers batches are packed in, reused: each lane hands a batch's buffer back with its answer
+ * (lane.ts). Allocated afresh, each was garbage in the lane that received it until a collection
+ * there, and V8 collects for external memory only after tens of MB of it: a million-event load
+ * held about 150 MB of dead batch buffers across the threads at its peak (heaptrack).
+ */
+class BufferPool {
+  readonly #free: ArrayBuffer[] = []
+
+  constructor(readonly capacity: number) {}
+
+  /** A buffer of at least `bytes`, never from Buffer's shared pool: it is transferred whole. */
+  take(bytes: number): Buffer {
+    const at = this.#free.findIndex((b) => b.byteLength >= bytes)
+    if (at === -1) return Buffer.allocUnsafeSlow(bytes)
+    return Buffer.from(this.#free.splice(at, 1)[0]!)
+  }
+
+  give(buffer: ArrayBuffer): void {
+    if (buffer.byteLength === 0) return // detached
+    if (this.#free.length >= this.capacity) {
+      // Keep the larger ones: a batch's size varies, and a small buffer would only be passed over.
+      const smallest = this.#free.reduce(
+        (min, b, i, all) => (b.byteLength < all[min]!.byteLength ? i : min),
+        0,
+      )
+      if (this.#free[smallest]!.byteLength >= buffer.byteLength) return
+      this.#free.splice(smallest, 1)
+    }
+    this.#free.push(buffer)
+  }
+}
+
 interface Pending {
   resolve: (outcome: LaneOutcome | undefined) => void
   reject: (error: Error) => void
@@ -85,6 +118,7 @@ class LaneThread {
   constructor(
     readonly lane: number,
     options: LaneOptions,
+    buffers: BufferPool,
   ) {
     // A small young generation, as the build workers have (build-pool.ts): V8's default sizes it
     // for throughput, at tens of MB of resident memory per thread for no measurable speed.
@@ -96,6 +130,7 @@ class LaneThread {
     this.#worker.on('message', (answer: LaneAnswer) => {
       const pending = this.#pending.get(answer.seq)
       this.#pending.delete(answer.seq)
+      if (answer.ok && answer.buffer !== undefined) buffers.give(answer.buffer)
       if (answer.ok) pending?.resolve(answer.outcome)
       else if (answer.fileSource) pending?.reject(new FileSourceError(answer.message))
       else this.#fail(answer.message, pending)
@@ -148,7 +183,7 @@ type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : n
 
 /** One lane's share of a batch, as it is packed (lane-protocol.ts). */
 class LanePacker {
-  /** Never from Buffer's shared pool (at least 4 KB): its memory is transferred to the lane. */
+  /** Transferred to the lane, which hands it back (BufferPool). */
   buf: Buffer
   used = 0
   meta: number[] = []
@@ -156,8 +191,11 @@ class LanePacker {
   readonly #stringIndex = new Map<string, number>()
   events: Array<{ organizationId: string; event: OrganizationEvent }> = []
 
-  constructor(expectedBytes: number) {
-    this.buf = Buffer.allocUnsafe(Math.max(64 * 1024, expectedBytes))
+  constructor(
+    expectedBytes: number,
+    readonly buffers: BufferPool,
+  ) {
+    this.buf = buffers.take(Math.max(64 * 1024, expectedBytes))
   }
 
   #string(value: string): number {
@@ -181,8 +219,9 @@ class LanePacker {
   ): void {
     const length = end - start
     if (this.used + length > this.buf.length) {
-      const grown = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.used + length))
+      const grown = this.buffers.take(Math.max(this.buf.length * 2, this.used + length))
       this.buf.copy(grown, 0, 0, this.used)
+      this.buffers.give(this.buf.buffer as ArrayBuffer)
       this.buf = grown
     }
     from.copy(this.buf, this.used, start, end)
@@ -239,10 +278,12 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
     cacheBudgetBytes: options.cacheBudgetBytes,
   })
   const assignment = new LaneAssignment(lanes)
+  // Each lane's batch in flight, the next one packed meanwhile, and one to spare.
+  const buffers = new BufferPool(3 * lanes)
   const startLanes = () =>
     Array.from(
       { length: lanes },
-      (_, lane) => new LaneThread(lane, laneOptions(lane, inner.caughtUp)),
+      (_, lane) => new LaneThread(lane, laneOptions(lane, inner.caughtUp), buffers),
     )
   let threads = startLanes()
   /** Batches handed to the lanes and not answered by all of them yet. */
@@ -302,6 +343,8 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
       decoded: (record: SourceRecord, index: number) => void,
     ) => void,
     recordAt: (index: number) => SourceRecord | undefined,
+    /** Called once the batch is packed: the lanes' buffers hold copies of what they need. */
+    packed?: () => void,
   ): Promise<BatchOutcome> {
     if (building !== undefined) await building
     const f = failure()
@@ -319,7 +362,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
       if (byOutcome === undefined) outcome.events.set(table, (byOutcome = {}))
       byOutcome[what] = (byOutcome[what] ?? 0) + n
     }
-    const packers = threads.map(() => new LanePacker(Math.ceil((bytes * 1.25) / lanes)))
+    const packers = threads.map(() => new LanePacker(Math.ceil((bytes * 1.25) / lanes), buffers))
     /** Organizations with events in this batch: a truncate reaches them, file or not yet. */
     const inBatch = new Set<string>()
     const packerOf = (organizationId: string) => {
@@ -465,6 +508,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
             : control.route(r.table, r.id, r.organizationId)
       }
       for (const step of steps) step()
+      packed?.()
     }
 
     const hold = holdsTransactions()
@@ -485,7 +529,10 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
       const handed = Promise.allSettled(
         threads.map((thread, lane) => {
           const packer = packers[lane]!
-          if (packer.empty) return Promise.resolve(undefined)
+          if (packer.empty) {
+            buffers.give(packer.buf.buffer as ArrayBuffer)
+            return Promise.resolve(undefined)
+          }
           const buf = new Uint8Array(packer.buf.buffer, packer.buf.byteOffset, packer.used)
           const meta = Float64Array.from(packer.meta)
           return thread.request(
@@ -561,9 +608,11 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
     control,
 
     applyBatch(records) {
+      let bytes = 0
+      for (const record of records) bytes += valueBytes(record.value)?.length ?? 0
       return apply(
         records.length,
-        0,
+        bytes,
         (hinted, decoded) => {
           records.forEach((record, index) => {
             const bytes = valueBytes(record.value)
@@ -615,6 +664,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
           }
         },
         () => undefined,
+        () => batch.release(),
       )
     },
 

@@ -96,6 +96,12 @@ export async function* readRecordBatches(
 export interface LineBatch {
   buf: Buffer
   lines: number[]
+  /**
+   * Hands `buf` back to the reader for a later batch: call it once nothing refers to the bytes any
+   * more (the lanes copy what they take while packing). Otherwise the buffer is left to the
+   * garbage collector, which lets tens of MB of them pile up before it runs for them.
+   */
+  release(): void
 }
 
 /**
@@ -112,12 +118,24 @@ export async function* readLineBatches(
   // Sized for a full batch at once: one allocation per batch, where growing from 1 MB took four
   // and copied 7 MB (a line that crosses the bound past the slack still grows it).
   const bufferBytes = maxBatchBytes + (64 << 10)
-  let buf = Buffer.allocUnsafe(bufferBytes)
+  /** Buffers released by the consumer: two cover a batch in the lanes and the one read next. */
+  const spare: Buffer[] = []
+  let buf: Buffer = Buffer.allocUnsafe(bufferBytes)
   let used = 0
   let lines: number[] = []
   const take = (): LineBatch => {
-    const batch = { buf: buf.subarray(0, used), lines }
-    buf = Buffer.allocUnsafe(bufferBytes)
+    const whole = buf
+    let released = false
+    const batch = {
+      buf: buf.subarray(0, used),
+      lines,
+      release: () => {
+        if (released || whole.length !== bufferBytes || spare.length >= 2) return
+        released = true
+        spare.push(whole)
+      },
+    }
+    buf = spare.pop() ?? Buffer.allocUnsafe(bufferBytes)
     used = 0
     lines = []
     return batch
