@@ -26,6 +26,8 @@ import { openPriorGeneration } from './rebuild/prior-stamps.ts'
 import { FileSourceError, LineReader } from './sources/file.ts'
 
 const options = workerData as LaneOptions
+/** Events decoded before they are applied, in an initial load (`applyDecoded`). */
+const LOAD_APPLY_EVENTS = 500
 const generation = generationAt(options.dataDir, options.generationName)
 const prior =
   options.previousGenerationName === undefined
@@ -88,11 +90,29 @@ function applyBatch(request: Extract<LaneRequest, { type: 'batch' }>): LaneOutco
     const byOutcome = (outcome.events[table] ??= {})
     byOutcome[what] = (byOutcome[what] ?? 0) + 1
   }
+  const now = new Date(request.now)
   const byOrganization = new Map<string, OrganizationEvent[]>()
+  let held = 0
+  /** Applies what was decoded so far, each organization's events in their order. */
+  const applyDecoded = () => {
+    for (const [organizationId, list] of byOrganization) {
+      const file = organizationFile(organizationId)
+      if (request.hold) file.begin()
+      const result = file.apply(list, now, count)
+      addDocumentStats(outcome.documents, result.documents)
+      file.boundWal(options.walCheckpointBytes)
+    }
+    byOrganization.clear()
+    held = 0
+  }
   const toOrganization = (organizationId: string, event: OrganizationEvent) => {
     let list = byOrganization.get(organizationId)
     if (list === undefined) byOrganization.set(organizationId, (list = []))
     list.push(event)
+    // In an initial load's held transaction (documents deferred, a failure rolls back all of it)
+    // a batch is applied in parts, so that its decoded rows die young: held for the whole batch
+    // they outgrew the lane's young generation, were promoted, and kept its heap large.
+    if (request.hold && ++held >= LOAD_APPLY_EVENTS) applyDecoded()
   }
   const buf = Buffer.from(request.buf.buffer, request.buf.byteOffset, request.buf.byteLength)
   const { meta, strings, events } = request
@@ -180,14 +200,7 @@ function applyBatch(request: Extract<LaneRequest, { type: 'batch' }>): LaneOutco
       origin: originOf(record),
     })
   }
-  const now = new Date(request.now)
-  for (const [organizationId, list] of byOrganization) {
-    const file = organizationFile(organizationId)
-    if (request.hold) file.begin()
-    const result = file.apply(list, now, count)
-    addDocumentStats(outcome.documents, result.documents)
-    file.boundWal(options.walCheckpointBytes)
-  }
+  applyDecoded()
   return outcome
 }
 
@@ -223,12 +236,7 @@ function handle(request: LaneRequest): LaneAnswer {
     switch (request.type) {
       case 'batch':
         try {
-          return {
-            seq: request.seq,
-            ok: true,
-            outcome: applyBatch(request),
-            buffer: request.buf.buffer as ArrayBuffer,
-          }
+          return { seq: request.seq, ok: true, outcome: applyBatch(request) }
         } catch (error) {
           // What this batch (and the load's held transactions) wrote goes: the source re-reads
           // from its committed position, which is not past this batch. A line that is not a
@@ -269,8 +277,5 @@ function handle(request: LaneRequest): LaneAnswer {
 }
 
 parentPort?.on('message', (request: LaneRequest) => {
-  const answer = handle(request)
-  // Nothing of the batch outlives its answer (records read from it are parsed, and applied), so
-  // its buffer goes back rather than waiting here for a collection as garbage.
-  parentPort?.postMessage(answer, answer.ok && answer.buffer !== undefined ? [answer.buffer] : [])
+  parentPort?.postMessage(handle(request))
 })
