@@ -36,6 +36,7 @@ import { buildOpenApiDocument } from './openapi.ts'
 import { PageCache } from './page-cache.ts'
 import { parseNoParams, rawQueryOf } from './params.ts'
 import { rateLimitHeaders, registerRateLimits } from './rate-limit.ts'
+import { RequestLogger } from './request-log.ts'
 import { Replica, type ServedGeneration } from './replica.ts'
 import { documentRoutes } from './routes/documents.ts'
 import { enrollmentRoutes } from './routes/enrollments.ts'
@@ -110,6 +111,9 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
   const app = Fastify({
     loggerInstance: baseLogger,
     logController: new LogController({ disableRequestLogging: true }),
+    // request.log is made when a request first logs (request-log.ts).
+    childLoggerFactory: (_parent, bindings, options) =>
+      new RequestLogger(logger, bindings, options),
     // HEAD is not served: 405 like every method but GET.
     exposeHeadRoutes: false,
     // Requests that arrive while closing are still answered; close-with-grace bounds the wait.

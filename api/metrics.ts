@@ -68,18 +68,24 @@ export function createMetrics(gauges: Gauges): ApiMetrics {
   const hits = pageCache.labels({ result: 'hit' })
   const misses = pageCache.labels({ result: 'miss' })
   // Each request's series, looked up once per route and status (route patterns and statuses are
-  // few): prom-client otherwise hashes the labels on every call.
-  const series = new Map<string, { answered: () => void; took: (seconds: number) => void }>()
+  // few): prom-client otherwise hashes the labels on every call. Nested maps, so that the lookup
+  // builds no key string per request.
+  type Serie = { answered: () => void; took: (seconds: number) => void }
+  const series = new Map<string, Map<number, Serie>>()
   return {
     registry,
     observeRequest(route, status, seconds) {
-      const key = `${status} ${route}`
-      let serie = series.get(key)
+      let byStatus = series.get(route)
+      if (byStatus === undefined) {
+        byStatus = new Map()
+        series.set(route, byStatus)
+      }
+      let serie = byStatus.get(status)
       if (serie === undefined) {
         const count = requests.labels({ route, status: String(status) })
         const time = duration.labels({ route })
         serie = { answered: () => count.inc(), took: (s) => time.observe(s) }
-        series.set(key, serie)
+        byStatus.set(status, serie)
       }
       serie.answered()
       serie.took(seconds)
