@@ -20,7 +20,7 @@
 // "eventsPerSecondSchemaless", "kafkaOnlyEventsPerSecond", "projectorKafkaEventsPerSecond",
 // "peakRssMb" (the larger of the two file runs), "lanes"}.
 import { spawn } from 'node:child_process'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
@@ -67,6 +67,19 @@ function log(line: string): void {
   process.stderr.write(`${line}\n`)
 }
 
+/**
+ * The node flags of `npm run projector` (package.json), so that the file runs measure the
+ * projector as it is started, V8's young generation included.
+ */
+const projectorNodeFlags = (() => {
+  const manifest = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
+    scripts: Record<string, string>
+  }
+  const words = manifest.scripts.projector!.split(/\s+/)
+  if (words[0] !== 'node') throw new Error('npm run projector no longer starts with node')
+  return words.slice(1, words.indexOf('projector/main.ts'))
+})()
+
 /** The projector command on the file, in a child process; its last log line is the summary. */
 function projectFile(
   path: string,
@@ -75,7 +88,7 @@ function projectFile(
   return new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', 'projector/main.ts', '--from-file', path],
+      [...projectorNodeFlags, 'projector/main.ts', '--from-file', path],
       {
         cwd: repoRoot,
         env: isolatedChildEnv(process.env, { DATA_DIR: dataDir, LOG_LEVEL: 'info', ...lanesEnv }),
