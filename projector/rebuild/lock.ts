@@ -28,7 +28,7 @@ export function acquireRebuildLock(dataDir: string, command: string, now: Date):
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error
     }
     const holder = readHolder(path)
-    if (holder !== undefined && holder.host === me.host && !alive(holder.pid)) {
+    if (holder !== undefined && holder.host === me.host && !processAlive(holder.pid)) {
       rmSync(path, { force: true })
       continue
     }
@@ -61,7 +61,8 @@ function readHolder(path: string): LockHolder | undefined {
   }
 }
 
-function alive(pid: number): boolean {
+/** Whether a process runs under `pid` on this host (EPERM: another user's, alive too). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0)
     return true

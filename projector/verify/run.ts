@@ -24,6 +24,7 @@ import type { VerifyConfig } from '../../src/config.ts'
 import { currentGeneration, parseOrganizationFileName, type Generation } from '../../src/layout.ts'
 import { readOrganizationFiles } from '../control-file.ts'
 import { compareDocumentFiles, comparedResources, type ResourceDiff } from '../documents/index.ts'
+import { processAlive } from '../rebuild/lock.ts'
 import { rebuildAside } from '../rebuild/run.ts'
 import { buildExpected } from './build.ts'
 import {
@@ -315,17 +316,8 @@ function removeLeftovers(verifyDir: string, logger: Logger): void {
   if (!existsSync(verifyDir)) return
   for (const name of readdirSync(verifyDir)) {
     const pid = Number(/-(\d+)$/.exec(name)?.[1])
-    if (Number.isInteger(pid) && pid !== process.pid && alive(pid)) continue
+    if (Number.isInteger(pid) && pid !== process.pid && processAlive(pid)) continue
     rmSync(join(verifyDir, name), { recursive: true, force: true })
     logger.info({ run: name }, 'removed what an earlier verify left behind')
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM'
   }
 }
