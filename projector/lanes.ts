@@ -181,6 +181,27 @@ interface RouteRequest {
 
 type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never
 
+/** Where an item's bytes came from: a Kafka record (line number 0), or a file's line. */
+interface ItemOrigin {
+  topic: string
+  partition: number
+  offset: number
+  lineNumber: number
+}
+
+/** Packs an upsert whose organization its bytes named (lane-hint.ts). */
+type PackHinted = (
+  hint: LaneHint,
+  buf: Buffer,
+  start: number,
+  end: number,
+  record: ItemOrigin,
+  index: number,
+) => void
+
+/** Packs a record the bytes did not route: the main thread decodes it. */
+type PackDecoded = (record: SourceRecord, index: number) => void
+
 /** One lane's share of a batch, as it is packed (lane-protocol.ts). */
 class LanePacker {
   /** Transferred to the lane, which hands it back (BufferPool). */
@@ -212,7 +233,7 @@ class LanePacker {
     from: Buffer,
     start: number,
     end: number,
-    record: { topic: string; partition: number; offset: number; lineNumber: number },
+    record: ItemOrigin,
     organizationId: string,
     idAt: number,
     index: number,
@@ -325,23 +346,14 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
   }
 
   /**
-   * Routes and packs a batch (each item through `each`), then hands it to the lanes and merges
-   * their outcomes. `each` calls `hinted` for an upsert found in bytes and `decode` for the rest.
+   * Routes and packs a batch, then hands it to the lanes and merges their outcomes. `pack` goes
+   * through the batch's items, calling `hinted` for an upsert found in bytes and `decoded` for the
+   * rest.
    */
   async function apply(
     count: number,
     bytes: number,
-    pack: (
-      hinted: (
-        hint: LaneHint,
-        buf: Buffer,
-        start: number,
-        end: number,
-        record: { topic: string; partition: number; offset: number; lineNumber: number },
-        index: number,
-      ) => void,
-      decoded: (record: SourceRecord, index: number) => void,
-    ) => void,
+    pack: (hinted: PackHinted, decoded: PackDecoded) => void,
     recordAt: (index: number) => SourceRecord | undefined,
     /** Called once the batch is packed: the lanes' buffers hold copies of what they need. */
     packed?: () => void,
@@ -386,14 +398,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
     /** Dead letters in the order of their records (index in the batch, or line number). */
     const letters: Array<{ order: number; letter: DeadLetter }> = []
 
-    const hinted = (
-      hint: LaneHint,
-      buf: Buffer,
-      start: number,
-      end: number,
-      record: { topic: string; partition: number; offset: number; lineNumber: number },
-      index: number,
-    ) => {
+    const hinted: PackHinted = (hint, buf, start, end, record, index) => {
       const idAt = hint.idAt
       const routed = routeLater(hint.table, hint.id, hint.organizationId)
       steps.push(() => {
@@ -423,7 +428,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
       })
     }
     // What the bytes did not name: decoded here, as apply.ts does.
-    const decoded = (record: SourceRecord, index: number) => {
+    const decoded: PackDecoded = (record, index) => {
       const result = decodeRecord(record, topicPrefix)
       if (result.kind === 'skipped') {
         outcome.skipped++
