@@ -26,6 +26,7 @@ import {
 import { kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
 import { startPostgres, type StartedPostgres } from '../../harness/postgres.ts'
 import { waitFor } from '../../harness/process.ts'
+import { DOCUMENT_TABLES } from '../../support/applier.ts'
 
 const ENCODINGS = { wrapped: 'true', schemaless: 'false' } as const
 type Encoding = keyof typeof ENCODINGS
@@ -146,17 +147,9 @@ function organizationFiles(dataDir: string): Map<string, string> {
 function documentCount(path: string): number {
   const db = new Database(path, { readonly: true })
   try {
-    const tables = [
-      'doc_providers',
-      'doc_provider_groups',
-      'doc_enrollments',
-      'doc_group_enrollments',
-      'doc_documents',
-      'doc_expirables',
-    ]
-    return tables
-      .map((t) => (db.prepare(`select count(*) as n from ${t}`).get() as { n: number }).n)
-      .reduce((a, b) => a + b, 0)
+    return DOCUMENT_TABLES.map(
+      (t) => (db.prepare(`select count(*) as n from ${t}`).get() as { n: number }).n,
+    ).reduce((a, b) => a + b, 0)
   } finally {
     db.close()
   }
