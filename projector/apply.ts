@@ -20,7 +20,13 @@ import {
   type ControlEvent,
   type ControlFile,
 } from './control-file.ts'
-import { decodeRecord, type BadEventReason, type RowChange, type SourceRecord } from './decode.ts'
+import {
+  decodeRecord,
+  laterCommit,
+  type BadEventReason,
+  type RowChange,
+  type SourceRecord,
+} from './decode.ts'
 import type { DocumentKind, RefreshStats } from './documents/index.ts'
 import { restampAgainstLive } from './documents/restamp.ts'
 import {
@@ -414,10 +420,10 @@ export function createApplier(options: ApplierOptions): Applier {
             partition: record.partition,
             offset: Number(record.offset),
           }
-          const committedAt = change.position.committedAtMs
-          if (committedAt !== undefined && committedAt > (outcome.latestCommittedAtMs ?? 0)) {
-            outcome.latestCommittedAtMs = committedAt
-          }
+          outcome.latestCommittedAtMs = laterCommit(
+            outcome.latestCommittedAtMs,
+            change.position.committedAtMs,
+          )
 
           if (controlTables.has(change.table)) {
             controlEvents.push({ change: change as ControlEvent['change'], origin })

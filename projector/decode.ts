@@ -199,3 +199,14 @@ function describe(error: z.ZodError): string {
     .map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`)
     .join('; ')
 }
+
+/**
+ * The later of a batch's latest source commit time so far and an event's (what the replication
+ * lag is measured from); an event without one changes nothing.
+ */
+export function laterCommit(
+  latestMs: number | undefined,
+  committedAtMs: number | undefined,
+): number | undefined {
+  return committedAtMs !== undefined && committedAtMs > (latestMs ?? 0) ? committedAtMs : latestMs
+}

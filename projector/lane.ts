@@ -7,7 +7,7 @@ import { parentPort, workerData } from 'node:worker_threads'
 import type { OrganizationTable } from '../schema/events.ts'
 import { generation as generationAt } from '../src/layout.ts'
 import { cacheShares } from './cache-budget.ts'
-import { decodeRecord, type RowChange, type SourceRecord } from './decode.ts'
+import { decodeRecord, laterCommit, type RowChange, type SourceRecord } from './decode.ts'
 import type { RefreshStats } from './documents/index.ts'
 import {
   ITEM_FIELDS,
@@ -191,10 +191,10 @@ function applyBatch(request: Extract<LaneRequest, { type: 'batch' }>): LaneOutco
         `lane ${options.lane}: the event at ${record.topic}/${record.partition}/${record.offset} is not the upsert its bytes named`,
       )
     }
-    const committedAt = change.position.committedAtMs
-    if (committedAt !== undefined && committedAt > (outcome.latestCommittedAtMs ?? 0)) {
-      outcome.latestCommittedAtMs = committedAt
-    }
+    outcome.latestCommittedAtMs = laterCommit(
+      outcome.latestCommittedAtMs,
+      change.position.committedAtMs,
+    )
     toOrganization(organizationId, {
       change: change as OrganizationEvent['change'],
       origin: originOf(record),

@@ -20,7 +20,7 @@ import { controlTables, type OrganizationTable } from '../schema/events.ts'
 import { createApplier, type ApplierOptions, type BatchOutcome, type DeadLetter } from './apply.ts'
 import { typescriptWorkerSource } from './build-pool.ts'
 import type { ControlEvent, ControlFile } from './control-file.ts'
-import { decodeRecord, type RowChange, type SourceRecord } from './decode.ts'
+import { decodeRecord, laterCommit, type RowChange, type SourceRecord } from './decode.ts'
 import type { RefreshStats } from './documents/index.ts'
 import { LaneAssignment, laneHint, type LaneHint } from './lane-hint.ts'
 import {
@@ -448,10 +448,10 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
         partition: record.partition,
         offset: Number(record.offset),
       }
-      const committedAt = change.position.committedAtMs
-      if (committedAt !== undefined && committedAt > (outcome.latestCommittedAtMs ?? 0)) {
-        outcome.latestCommittedAtMs = committedAt
-      }
+      outcome.latestCommittedAtMs = laterCommit(
+        outcome.latestCommittedAtMs,
+        change.position.committedAtMs,
+      )
       if (controlTables.has(change.table)) {
         controlEvents.push({ change: change as ControlEvent['change'], origin })
         return
@@ -592,10 +592,10 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
       outcome.documents.unchanged += answer.documents.unchanged
       outcome.documents.removed += answer.documents.removed
       outcome.skipped += answer.skipped
-      const at = answer.latestCommittedAtMs
-      if (at !== undefined && at > (outcome.latestCommittedAtMs ?? 0)) {
-        outcome.latestCommittedAtMs = at
-      }
+      outcome.latestCommittedAtMs = laterCommit(
+        outcome.latestCommittedAtMs,
+        answer.latestCommittedAtMs,
+      )
     }
     outcome.deadLetters = letters.sort((a, b) => a.order - b.order).map((l) => l.letter)
     if (hold) {

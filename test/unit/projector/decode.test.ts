@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { decodeRecord, type Decoded } from '../../../projector/decode.ts'
+import { decodeRecord, laterCommit, type Decoded } from '../../../projector/decode.ts'
 import { unavailable } from '../../../schema/events.ts'
 import { ORG_A, identifierRow, providerRow, record, uuid } from '../../support/debezium.ts'
 
@@ -233,5 +233,15 @@ describe('decodeRecord', () => {
     expect(
       decodeRecord(record({ table: 'providers', op: 'c', after: null }), 'product'),
     ).toMatchObject({ kind: 'bad', reason: 'schema_mismatch' })
+  })
+})
+
+describe('laterCommit', () => {
+  it('keeps the latest source commit time of a batch, ignoring events without one', () => {
+    expect(laterCommit(undefined, 1_000)).toBe(1_000)
+    expect(laterCommit(1_000, 2_000)).toBe(2_000)
+    expect(laterCommit(2_000, 1_000)).toBe(2_000)
+    expect(laterCommit(2_000, undefined)).toBe(2_000)
+    expect(laterCommit(undefined, undefined)).toBeUndefined()
   })
 })
