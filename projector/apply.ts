@@ -31,6 +31,7 @@ import type { DocumentKind, RefreshStats } from './documents/index.ts'
 import { restampAgainstLive } from './documents/restamp.ts'
 import {
   openOrganizationFile,
+  useOrganizationFile,
   type OrganizationEvent,
   type OrganizationFile,
 } from './organization-file.ts'
@@ -183,31 +184,26 @@ export function createApplier(options: ApplierOptions): Applier {
   }
 
   function organizationFile(organizationId: string): OrganizationFile {
-    let file = files.get(organizationId)
-    if (file !== undefined) {
-      // Most recently used last, so the first entry is the one to close.
-      files.delete(organizationId)
-      files.set(organizationId, file)
-      return file
-    }
-    const prior = options.priorStamp
-    const path = generation.organizationPath(
+    return useOrganizationFile(
+      files,
       organizationId,
-      control.organizationFile(organizationId),
+      maxOpenFiles,
+      () => {
+        const prior = options.priorStamp
+        const path = generation.organizationPath(
+          organizationId,
+          control.organizationFile(organizationId),
+        )
+        return openOrganizationFile(organizationId, path, {
+          offsetGuard: options.offsetGuard,
+          deferDocuments: options.deferDocumentsUntilCaughtUp === true && !caughtUp,
+          ...(prior === undefined
+            ? {}
+            : { priorStamp: (k, id, h) => prior(organizationId, k, id, h) }),
+        })
+      },
+      shareCache,
     )
-    file = openOrganizationFile(organizationId, path, {
-      offsetGuard: options.offsetGuard,
-      deferDocuments: options.deferDocumentsUntilCaughtUp === true && !caughtUp,
-      ...(prior === undefined ? {} : { priorStamp: (k, id, h) => prior(organizationId, k, id, h) }),
-    })
-    files.set(organizationId, file)
-    if (files.size > maxOpenFiles) {
-      const [oldestId, oldest] = files.entries().next().value as [string, OrganizationFile]
-      files.delete(oldestId)
-      oldest.close()
-    }
-    shareCache(file)
-    return file
   }
 
   function knownOrganizations(): string[] {

@@ -19,6 +19,7 @@ import {
 } from './lane-protocol.ts'
 import {
   openOrganizationFile,
+  useOrganizationFile,
   type OrganizationEvent,
   type OrganizationFile,
 } from './organization-file.ts'
@@ -44,29 +45,24 @@ const caughtUp = options.caughtUp
 let cacheKiB: number | undefined
 
 function organizationFile(organizationId: string): OrganizationFile {
-  let file = files.get(organizationId)
-  if (file !== undefined) {
-    // Most recently used last, so the first entry is the one to close.
-    files.delete(organizationId)
-    files.set(organizationId, file)
-    return file
-  }
-  const path = generation.organizationPath(organizationId, fileOf.get(organizationId))
-  file = openOrganizationFile(organizationId, path, {
-    offsetGuard: options.offsetGuard,
-    deferDocuments: options.deferDocumentsUntilCaughtUp && !caughtUp,
-    ...(prior === undefined
-      ? {}
-      : { priorStamp: (k, id, h) => prior.priorStamp(organizationId, k, id, h) }),
-  })
-  files.set(organizationId, file)
-  if (files.size > options.maxOpenFiles) {
-    const [oldestId, oldest] = files.entries().next().value as [string, OrganizationFile]
-    files.delete(oldestId)
-    oldest.close()
-  }
-  shareCache(file)
-  return file
+  return useOrganizationFile(
+    files,
+    organizationId,
+    options.maxOpenFiles,
+    () =>
+      openOrganizationFile(
+        organizationId,
+        generation.organizationPath(organizationId, fileOf.get(organizationId)),
+        {
+          offsetGuard: options.offsetGuard,
+          deferDocuments: options.deferDocumentsUntilCaughtUp && !caughtUp,
+          ...(prior === undefined
+            ? {}
+            : { priorStamp: (k, id, h) => prior.priorStamp(organizationId, k, id, h) }),
+        },
+      ),
+    shareCache,
+  )
 }
 
 /** The whole budget is shared by every lane's open files as if one process held them all. */

@@ -96,6 +96,34 @@ export interface OrganizationFile {
   close(): void
 }
 
+/**
+ * The open file of `organizationId` among `files` (kept most recently used last), opened by `open`
+ * when it is not, then handed to `opened`; past `max` open, the least recently used is closed.
+ */
+export function useOrganizationFile(
+  files: Map<string, OrganizationFile>,
+  organizationId: string,
+  max: number,
+  open: () => OrganizationFile,
+  opened: (file: OrganizationFile) => void,
+): OrganizationFile {
+  let file = files.get(organizationId)
+  if (file !== undefined) {
+    files.delete(organizationId)
+    files.set(organizationId, file)
+    return file
+  }
+  file = open()
+  files.set(organizationId, file)
+  if (files.size > max) {
+    const [oldestId, oldest] = files.entries().next().value as [string, OrganizationFile]
+    files.delete(oldestId)
+    oldest.close()
+  }
+  opened(file)
+  return file
+}
+
 export function openOrganizationFile(
   organizationId: string,
   path: string,
