@@ -14,7 +14,7 @@
 //
 // A rebuild replays the topics into a new generation and swaps CURRENT atomically (write a
 // temporary file, rename it over), so the api moves to it between two requests.
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
@@ -80,6 +80,16 @@ export function parseOrganizationFileName(
 ): { organizationId: string; version: string | undefined } | undefined {
   const match = ORGANIZATION_FILE.exec(name)
   return match === null ? undefined : { organizationId: match[1]!, version: match[2] }
+}
+
+/** The organizations that have a file (any version) in the generation's directory. */
+export function organizationsWithFiles(generation: Generation): string[] {
+  const ids = new Set<string>()
+  for (const name of readdirSync(generation.organizationsDir)) {
+    const parsed = parseOrganizationFileName(name)
+    if (parsed !== undefined) ids.add(parsed.organizationId)
+  }
+  return [...ids]
 }
 
 export function currentGenerationName(dataDir: string): string | undefined {

@@ -28,6 +28,7 @@ import type { ProjectorConfig } from '../../src/config.ts'
 import {
   currentGeneration,
   organizationFileName,
+  organizationsWithFiles,
   parseOrganizationFileName,
   type Generation,
 } from '../../src/layout.ts'
@@ -118,7 +119,7 @@ export async function rebuildAside(
         return existsSync(path) ? path : undefined
       }
       const organizations =
-        wanted ?? new Set([...built.organizations, ...knownOrganizationFiles(live)])
+        wanted ?? new Set([...built.organizations, ...organizationsWithFiles(live)])
       const reports: OrganizationReport[] = []
       for (const organizationId of [...organizations].sort()) {
         const rebuilt = built.generation.organizationPath(organizationId)
@@ -225,7 +226,7 @@ function removedAll(livePath: string | undefined): ResourceDiff[] {
 
 /** Organizations in the live control.db, or with a file. */
 function knownOrganizations(live: Generation): Set<string> {
-  const known = new Set(knownOrganizationFiles(live))
+  const known = new Set(organizationsWithFiles(live))
   const db = new Database(live.controlPath, { readonly: true, fileMustExist: true })
   try {
     for (const id of db.prepare('SELECT id FROM organizations').pluck().all() as string[]) {
@@ -235,15 +236,6 @@ function knownOrganizations(live: Generation): Set<string> {
     db.close()
   }
   return known
-}
-
-function knownOrganizationFiles(live: Generation): string[] {
-  const ids = new Set<string>()
-  for (const name of readdirSync(live.organizationsDir)) {
-    const parsed = parseOrganizationFileName(name)
-    if (parsed !== undefined) ids.add(parsed.organizationId)
-  }
-  return [...ids]
 }
 
 function caughtUp(live: Generation): boolean {

@@ -21,7 +21,12 @@ import { join } from 'node:path'
 import Database from 'better-sqlite3'
 import type { Logger } from 'pino'
 import type { VerifyConfig } from '../../src/config.ts'
-import { currentGeneration, parseOrganizationFileName, type Generation } from '../../src/layout.ts'
+import {
+  currentGeneration,
+  organizationsWithFiles,
+  parseOrganizationFileName,
+  type Generation,
+} from '../../src/layout.ts'
 import { readOrganizationFiles } from '../control-file.ts'
 import { compareDocumentFiles, comparedResources, type ResourceDiff } from '../documents/index.ts'
 import { processAlive } from '../rebuild/lock.ts'
@@ -202,7 +207,7 @@ async function checkPass(
     }
     const builtIds = new Set(expected.organizations)
     const ids = organizations ?? [
-      ...new Set([...expected.organizations, ...liveOrganizationIds(live)]),
+      ...new Set([...expected.organizations, ...organizationsWithFiles(live)]),
     ]
     const verdicts: OrganizationVerdict[] = []
     const ahead = new Set<string>()
@@ -255,15 +260,6 @@ function onlyInReplica(path: string, options: { idsPerList?: number }): Resource
 function emptyDiff(resource: ResourceDiff['resource']): ResourceDiff {
   const none = { count: 0, ids: [] }
   return { resource, equal: 0, changed: none, appeared: none, disappeared: none }
-}
-
-function liveOrganizationIds(live: Generation): string[] {
-  const ids = new Set<string>()
-  for (const name of readdirSync(live.organizationsDir)) {
-    const parsed = parseOrganizationFileName(name)
-    if (parsed !== undefined) ids.add(parsed.organizationId)
-  }
-  return [...ids]
 }
 
 function consumerGroup(live: Generation): string | undefined {
