@@ -24,8 +24,9 @@ export interface ControlFile {
    */
   transaction<T>(work: () => T): T
   /**
-   * Opens a transaction that `transaction` calls join (each as a savepoint) until `commit`: an
-   * initial load commits every few batches, not every batch (see apply.ts).
+   * Opens a transaction that `transaction` calls join until `commit`: an initial load commits
+   * every few batches, not every batch (see apply.ts). A failure inside it leaves the batch half
+   * written: the caller then rolls the whole transaction back.
    */
   begin(): void
   /** Commits the transaction `begin` opened; nothing if none is open. */
@@ -137,8 +138,6 @@ export function openControlFile(path: string): ControlFile {
   }
   loadOffsets()
 
-  const inTransaction = db.transaction(<T>(work: () => T): T => work())
-
   const applyEvents = (events: readonly ControlEvent[], offsetGuard: boolean, tally: Tally) => {
     const changes: MirrorChange[] = []
     const offsets = new Map<string, Origin>()
@@ -168,7 +167,8 @@ export function openControlFile(path: string): ControlFile {
   }
 
   /** The transaction an initial load holds across batches (apply.ts). */
-  const held = heldTransaction(db, forgetUncommitted)
+  const { joinable, ...held } = heldTransaction(db, forgetUncommitted)
+  const inTransaction = joinable(<T>(work: () => T): T => work())
 
   return {
     db,
@@ -178,10 +178,10 @@ export function openControlFile(path: string): ControlFile {
     },
     transaction(work) {
       try {
-        return inTransaction(work) as ReturnType<typeof work>
+        return inTransaction(work)
       } catch (error) {
-        // Rolled back (to its savepoint, within `begin`'s transaction): forget the offsets it
-        // would have recorded, and the codes it gave.
+        // Rolled back (inside `begin`'s transaction, the caller rolls all of it back): forget the
+        // offsets it would have recorded, and the codes it gave.
         forgetUncommitted()
         throw error
       }

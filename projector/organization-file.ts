@@ -78,8 +78,9 @@ export interface OrganizationFile {
    */
   buildDocuments(now: Date): RefreshStats
   /**
-   * Opens a transaction that `apply` calls join (each as a savepoint) until `commit`: an initial
-   * load commits every few batches, not every batch (see apply.ts).
+   * Opens a transaction that `apply` calls join until `commit`: an initial load commits every few
+   * batches, not every batch (see apply.ts). A failure inside it leaves the batch half written:
+   * the caller then rolls the whole transaction back.
    */
   begin(): void
   /** Commits the transaction `begin` opened; nothing if none is open. */
@@ -169,7 +170,10 @@ export function openOrganizationFile(
     lastStamp = stamp
   }
 
-  const applyInTransaction = db.transaction(
+  /** The transaction an initial load holds across batches (apply.ts). */
+  const { joinable, ...held } = heldTransaction(db, forgetUncommitted)
+
+  const applyInTransaction = joinable(
     (events: readonly OrganizationEvent[], now: Date, tally: Tally): OrganizationApplyResult => {
       const changes: MirrorChange[] = []
       const offsets = new Map<string, Origin>()
@@ -211,9 +215,6 @@ export function openOrganizationFile(
     return { rewritten, unchanged, removed }
   })
 
-  /** The transaction an initial load holds across batches (apply.ts). */
-  const held = heldTransaction(db, forgetUncommitted)
-
   return {
     organizationId,
     path,
@@ -238,7 +239,8 @@ export function openOrganizationFile(
       try {
         return applyInTransaction(events, now, tally)
       } catch (error) {
-        // Rolled back (to its savepoint, within `begin`'s transaction): forget what it recorded.
+        // Rolled back (inside `begin`'s transaction, the caller rolls all of it back): forget what
+        // it recorded.
         forgetUncommitted()
         throw error
       }
