@@ -17,7 +17,7 @@ import type { Progress } from '../src/progress.ts'
 import { buildAdmin } from './admin.ts'
 import type { BatchOutcome } from './apply.ts'
 import { appendDeadLetters, logDeadLetters } from './dead-letters.ts'
-import { createLaneApplier, LaneFailure, type LaneApplier } from './lanes.ts'
+import { createLaneApplier, FILE_BATCHES_AHEAD, LaneFailure, type LaneApplier } from './lanes.ts'
 import { createProjectorMetrics, type ProjectorMetrics } from './metrics.ts'
 import { openPriorGeneration, type PriorGeneration } from './rebuild/prior-stamps.ts'
 import { claimHandovers, completeHandover, type HandoverRequest } from './rebuild/handover.ts'
@@ -209,18 +209,22 @@ export function createProjector(deps: ProjectorDeps): Projector {
         summary.skipped += outcome.skipped
         for (const byOutcome of outcome.events.values()) summary.applied += byOutcome.applied ?? 0
       }
-      // The next batch is read and routed while the lanes apply the one before: one batch ahead.
-      let ahead: { applied: Promise<BatchOutcome>; lines: number; t0: bigint } | undefined
+      // Batches are read and routed while the lanes apply those before, up to FILE_BATCHES_AHEAD
+      // of them, and settled in their order.
+      const ahead: { applied: Promise<BatchOutcome>; lines: number; t0: bigint }[] = []
       try {
         for await (const batch of batches) {
           const t0 = process.hrtime.bigint()
           const applied = a.applyLines(batch)
           // Heard of when awaited below; never an unhandled rejection meanwhile.
           applied.catch(() => undefined)
-          if (ahead !== undefined) settle(await ahead.applied, ahead.lines, ahead.t0)
-          ahead = { applied, lines: lineCount(batch), t0 }
+          ahead.push({ applied, lines: lineCount(batch), t0 })
+          while (ahead.length > FILE_BATCHES_AHEAD) {
+            const oldest = ahead.shift()!
+            settle(await oldest.applied, oldest.lines, oldest.t0)
+          }
         }
-        if (ahead !== undefined) settle(await ahead.applied, ahead.lines, ahead.t0)
+        for (const oldest of ahead) settle(await oldest.applied, oldest.lines, oldest.t0)
       } finally {
         progress?.done()
       }

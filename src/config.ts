@@ -65,11 +65,11 @@ const projectorEnv = z.object({
   /**
    * Megabytes of SQLite page cache the projector's files share (projector/cache-budget.ts). With
    * SQLite's default 2 MB per file, random-key inserts read most pages back from the OS: a 1M-event
-   * load made 1.9M page reads. 48 MB holds the default lanes and build worker under the 500 MB
-   * budget (a schemaless million on two lanes peaked at 484-493 MB; 96 MB: 549-585 MB), at a
-   * cost within the runs' noise.
+   * load made 1.9M page reads. 32 MB holds the default lanes and build worker under the 500 MB
+   * budget with two file batches in flight (a schemaless million on two lanes: 453 MB at 32 MB,
+   * 487-496 MB at 48 MB; 96 MB: 549-585 MB), at a cost within the runs' noise.
    */
-  SQLITE_CACHE_MB: positiveInt.max(65_536, 'must be at most 65536 (64 GB)').default(48),
+  SQLITE_CACHE_MB: positiveInt.max(65_536, 'must be at most 65536 (64 GB)').default(32),
   // Worker threads that build an initial load's documents beside the projector's own thread, one
   // organization each; 0: none. Each costs about 55 MB (its own V8 heap and modules).
   DOCUMENT_BUILD_WORKERS: z.coerce.number().int().min(0).max(64).default(1),

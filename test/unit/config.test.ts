@@ -150,9 +150,9 @@ describe('loadProjectorConfig', () => {
     expect(() => loadProjectorConfig({ OPEN_FILES_MAX: '0' })).toThrow(/OPEN_FILES_MAX: /)
   })
 
-  it('shares 48 MB of SQLite page cache by default, configurable, and refuses 0', () => {
-    expect(loadProjectorConfig({}).sqliteCacheBytes).toBe(48 * 1024 * 1024)
-    expect(loadProjectorConfig({ SQLITE_CACHE_MB: '32' }).sqliteCacheBytes).toBe(32 * 1024 * 1024)
+  it('shares 32 MB of SQLite page cache by default, configurable, and refuses 0', () => {
+    expect(loadProjectorConfig({}).sqliteCacheBytes).toBe(32 * 1024 * 1024)
+    expect(loadProjectorConfig({ SQLITE_CACHE_MB: '48' }).sqliteCacheBytes).toBe(48 * 1024 * 1024)
     expect(() => loadProjectorConfig({ SQLITE_CACHE_MB: '0' })).toThrow(/SQLITE_CACHE_MB: /)
   })
 
