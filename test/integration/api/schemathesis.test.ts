@@ -47,7 +47,14 @@ describe('schemathesis', () => {
       child.stderr.on('data', (d: Buffer) => (output += d.toString()))
       const code = await new Promise<number | null>((resolve) => child.on('exit', resolve))
       expect({ code, output: code === 0 ? '' : output }).toEqual({ code: 0, output: '' })
-      expect(output).toMatch(/No issues found/)
+      // Every generated case passed. Not "No issues found": schemathesis leaves that out when it
+      // also warns, and its validation_mismatch warning (most generated requests to an operation
+      // answered 400) comes and goes with the generated values, since an opaque `cursor` cannot be
+      // described by a schema (it failed a full run once, 856 of 856 cases passed).
+      const cases = /(\d+) generated, (\d+) passed/.exec(output)
+      expect(cases, output).not.toBeNull()
+      expect(Number(cases![1])).toBeGreaterThan(0)
+      expect(cases![2]).toBe(cases![1])
     },
   )
 })
