@@ -524,6 +524,10 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
       }
       for (const step of steps) step()
       packed?.()
+      // Garbage as soon as the batch is packed, not once the lanes answer: held by this call until
+      // then, they outlived young-generation collections and swelled the old one.
+      routes.length = 0
+      steps.length = 0
     }
 
     const hold = holdsTransactions()
@@ -565,6 +569,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
         }),
       )
       inFlight.add(handed)
+      packers.length = 0
       try {
         const settled = await handed
         const failed = settled.find((r) => r.status === 'rejected')
