@@ -77,25 +77,30 @@ export async function produceFile(
     if (inFlight.size >= IN_FLIGHT) await Promise.race(inFlight)
     if (failure !== undefined) throw failure.error
   }
-  for await (const line of createInterface({
-    input: createReadStream(path),
-    crlfDelay: Infinity,
-  })) {
-    if (line === '') continue
-    const r = recordText(line)
-    if (topicPrefix !== undefined) r.topic = `${topicPrefix}${r.topic.slice(r.topic.indexOf('.'))}`
-    const message = { key: r.key, value: r.value }
-    // One produce request carries one record batch per topic, and the broker refuses batches
-    // over message.max.bytes (1 MB by default): ~5 KB events fill one in ~200 records.
-    const bytes = (message.key?.length ?? 0) + (message.value?.length ?? 0)
-    if (pendingBytes + bytes > 900_000) await flush()
-    pendingBytes += bytes
-    const list = byTopic.get(r.topic) ?? []
-    list.push(message)
-    byTopic.set(r.topic, list)
-    if (consumed.has(r.topic)) onConsumedTopics++
-    ++count
-    if (count >= limit) break
+  // Leaving the loop closes the readline interface but not its input, which went on reading and
+  // splitting the rest of the file (up to 5 GB) on this thread while the consumers were timed.
+  const input = createReadStream(path)
+  try {
+    for await (const line of createInterface({ input, crlfDelay: Infinity })) {
+      if (line === '') continue
+      const r = recordText(line)
+      if (topicPrefix !== undefined)
+        r.topic = `${topicPrefix}${r.topic.slice(r.topic.indexOf('.'))}`
+      const message = { key: r.key, value: r.value }
+      // One produce request carries one record batch per topic, and the broker refuses batches
+      // over message.max.bytes (1 MB by default): ~5 KB events fill one in ~200 records.
+      const bytes = (message.key?.length ?? 0) + (message.value?.length ?? 0)
+      if (pendingBytes + bytes > 900_000) await flush()
+      pendingBytes += bytes
+      const list = byTopic.get(r.topic) ?? []
+      list.push(message)
+      byTopic.set(r.topic, list)
+      if (consumed.has(r.topic)) onConsumedTopics++
+      ++count
+      if (count >= limit) break
+    }
+  } finally {
+    input.destroy()
   }
   await flush()
   await Promise.all(inFlight)
