@@ -90,6 +90,8 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
 
   let consumer: Consumer | undefined
   let producer: Producer | undefined
+  /** The dead-letter producer's connection, made beside the consumer's group join (`connect`). */
+  let producerConnected: Promise<void> | undefined
   let admin: Admin | undefined
   let stopping = false
   /** The applier failed for good (`onFatal`): nothing more is applied or committed. */
@@ -211,7 +213,11 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       idempotent: true,
       maxInFlightRequests: 1,
     })
-    await producer.connect()
+    // Not awaited before the consumer joins its group: on a fresh broker the connection took a
+    // third of a second (the idempotent producer waits for its coordinator), all of it start-up.
+    // A dead letter waits for it (recordOutcome); start-up fails if it does.
+    producerConnected = producer.connect()
+    producerConnected.catch(() => undefined)
 
     consumer = kafka.consumer({
       groupId: options.groupId,
@@ -234,6 +240,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       partitionsConsumedConcurrently: 1,
       eachBatch: (payload) => exclusive(() => applyBatch(payload)),
     })
+    await producerConnected
   }
 
   /**
@@ -323,6 +330,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   ): Promise<void> {
     const { batch } = payload
     if (outcome.deadLetters.length > 0 && options.deadLetterTopic !== undefined) {
+      await producerConnected
       await producer!.send({
         topic: options.deadLetterTopic,
         acks: -1,
@@ -423,7 +431,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     // dead letters and then commits its offsets. Only then may the producer go.
     await consumer?.disconnect().catch(() => undefined)
     await Promise.allSettled([producer?.disconnect(), admin?.disconnect()])
-    consumer = producer = admin = undefined
+    consumer = producer = admin = producerConnected = undefined
   }
 
   return {
