@@ -8,7 +8,7 @@
 import closeWithGrace from 'close-with-grace'
 import { parseArgs } from 'node:util'
 import { loadCommandConfig, loadProjectorConfig, type ProjectorConfig } from '../src/config.ts'
-import { isOrganizationId } from '../src/layout.ts'
+import { organizationIdsOption } from '../src/layout.ts'
 import { createLogger } from '../src/log.ts'
 import { createProgress } from '../src/progress.ts'
 import { FileSourceError } from './sources/file.ts'
@@ -61,12 +61,10 @@ async function main(): Promise<number> {
     process.stdout.write(`${usage}\n`)
     return 0
   }
-  const organizations = args.values.org
-    ?.flatMap((value) => value.split(','))
-    .map((id) => id.trim())
-    .filter((id) => id !== '')
+  const orgOption =
+    args.values.org === undefined ? undefined : organizationIdsOption(args.values.org)
   const dryRun = args.values['dry-run'] === true
-  const aside = organizations !== undefined || dryRun
+  const aside = orgOption !== undefined || dryRun
   if (aside && args.values.rebuild !== true) {
     process.stderr.write(`projector: --org and --dry-run go with --rebuild\n\n${usage}\n`)
     return 2
@@ -75,15 +73,11 @@ async function main(): Promise<number> {
     process.stderr.write(`projector: --json goes with --rebuild --org or --rebuild --dry-run\n`)
     return 2
   }
-  const badId = organizations?.find((id) => !isOrganizationId(id))
-  if (badId !== undefined) {
-    process.stderr.write(`projector: --org: not an organization id: ${JSON.stringify(badId)}\n`)
+  if (orgOption !== undefined && 'error' in orgOption) {
+    process.stderr.write(`projector: ${orgOption.error}\n`)
     return 2
   }
-  if (organizations !== undefined && organizations.length === 0) {
-    process.stderr.write(`projector: --org: no organization id given\n`)
-    return 2
-  }
+  const organizations = orgOption?.organizations
 
   const config = loadCommandConfig('projector', loadProjectorConfig, process.env)
   if (config === undefined) return 2

@@ -41,6 +41,25 @@ export function isOrganizationId(value: string): boolean {
   return UUID.test(value)
 }
 
+/**
+ * The organizations a command's `--org` names (repeatable, or comma-separated), lower-cased: a
+ * uuid's case means nothing, and events, files and control.db name them in lower case, so an id
+ * pasted in upper case is the same organization. Or what is wrong with the option, for the
+ * command to print after its name.
+ */
+export function organizationIdsOption(
+  values: readonly string[],
+): { organizations: string[] } | { error: string } {
+  const organizations = values
+    .flatMap((value) => value.split(','))
+    .map((id) => id.trim().toLowerCase())
+    .filter((id) => id !== '')
+  const bad = organizations.find((id) => !isOrganizationId(id))
+  if (bad !== undefined) return { error: `--org: not an organization id: ${JSON.stringify(bad)}` }
+  if (organizations.length === 0) return { error: '--org: no organization id given' }
+  return { organizations: [...new Set(organizations)] }
+}
+
 export function generation(dataDir: string, name: string): Generation {
   if (!GENERATION_NAME.test(name)) throw new Error(`invalid generation name: ${name}`)
   const dir = join(dataDir, 'generations', name)

@@ -8,7 +8,7 @@
 // not caught up in time, another rebuild running for --repair).
 import { parseArgs } from 'node:util'
 import { loadCommandConfig, loadVerifyConfig } from '../../src/config.ts'
-import { isOrganizationId } from '../../src/layout.ts'
+import { organizationIdsOption } from '../../src/layout.ts'
 import { createLogger } from '../../src/log.ts'
 import { createProgress } from '../../src/progress.ts'
 import { RebuildStopped } from '../rebuild/aside.ts'
@@ -57,19 +57,13 @@ async function main(): Promise<number> {
     process.stdout.write(`${usage}\n`)
     return 0
   }
-  const organizations = args.values.org
-    ?.flatMap((value) => value.split(','))
-    .map((id) => id.trim().toLowerCase())
-    .filter((id) => id !== '')
-  const badId = organizations?.find((id) => !isOrganizationId(id))
-  if (badId !== undefined) {
-    process.stderr.write(`verify: --org: not an organization id: ${JSON.stringify(badId)}\n`)
+  const orgOption =
+    args.values.org === undefined ? undefined : organizationIdsOption(args.values.org)
+  if (orgOption !== undefined && 'error' in orgOption) {
+    process.stderr.write(`verify: ${orgOption.error}\n`)
     return 2
   }
-  if (organizations !== undefined && organizations.length === 0) {
-    process.stderr.write('verify: --org: no organization id given\n')
-    return 2
-  }
+  const organizations = orgOption?.organizations
 
   const config = loadCommandConfig('verify', loadVerifyConfig, process.env)
   if (config === undefined) return 2
@@ -92,7 +86,7 @@ async function main(): Promise<number> {
     const report = await verifyReplica(
       { config, logger, progress, signal: stop.signal },
       {
-        ...(organizations === undefined ? {} : { organizations: [...new Set(organizations)] }),
+        ...(organizations === undefined ? {} : { organizations }),
         repair: args.values.repair === true,
       },
     )
