@@ -54,8 +54,12 @@ interface TableStatements {
 }
 
 export interface Mirror {
-  /** Applies one change; pushes the resulting row changes to `changes`. */
-  apply(change: RowChange, changes: MirrorChange[]): ApplyOutcome
+  /**
+   * Applies one change; pushes the resulting row changes to `changes`, unless it is undefined:
+   * nobody reads them (an initial load's files build their documents once, at the end), and the
+   * row objects they hold were most of what a load allocated per event.
+   */
+  apply(change: RowChange, changes: MirrorChange[] | undefined): ApplyOutcome
   /** The stored row, in the mirror's (camelCase) shape. */
   get(table: SourceTable, id: string): MirrorRow | undefined
 }
@@ -104,13 +108,15 @@ export function createMirror(
     apply(change, changes) {
       const t = table(change.table)
       if (change.kind === 'truncate') {
-        for (const row of t.selectAll()) {
-          changes.push({
-            table: change.table,
-            id: row.id as string,
-            previous: row,
-            current: undefined,
-          })
+        if (changes !== undefined) {
+          for (const row of t.selectAll()) {
+            changes.push({
+              table: change.table,
+              id: row.id as string,
+              previous: row,
+              current: undefined,
+            })
+          }
         }
         t.deleteAll()
         return 'applied'
@@ -120,9 +126,16 @@ export function createMirror(
         // Most upserts of a replay are new rows: try the insert first, and only read the stored
         // version (to guard and to keep unchanged TOASTed values) when there is one.
         const values: unknown[] = []
-        const current = mirrorRow(t.columns, change.row, undefined, change.position, values)
+        const current = mirrorRow(
+          t.columns,
+          change.row,
+          undefined,
+          change.position,
+          values,
+          changes !== undefined,
+        )
         if (t.insertNew(values)) {
-          changes.push({ table: change.table, id: change.id, previous: undefined, current })
+          changes?.push({ table: change.table, id: change.id, previous: undefined, current })
           return 'applied'
         }
       }
@@ -135,7 +148,7 @@ export function createMirror(
         if (previous === undefined) return 'absent'
         if (!supersedes(incoming, storedPosition(previous))) return 'older'
         t.delete(change.id)
-        changes.push({ table: change.table, id: change.id, previous, current: undefined })
+        changes?.push({ table: change.table, id: change.id, previous, current: undefined })
         return 'applied'
       }
 
@@ -150,9 +163,16 @@ export function createMirror(
         }
       }
       const values: unknown[] = []
-      const current = mirrorRow(t.columns, change.row, previous, change.position, values)
+      const current = mirrorRow(
+        t.columns,
+        change.row,
+        previous,
+        change.position,
+        values,
+        changes !== undefined,
+      )
       t.upsert(values)
-      changes.push({ table: change.table, id: change.id, previous, current })
+      changes?.push({ table: change.table, id: change.id, previous, current })
       return 'applied'
     },
   }
@@ -160,7 +180,7 @@ export function createMirror(
 
 /**
  * The stored form of a decoded row: unchanged TOASTed columns keep their stored value. Pushes the
- * values to bind, in column order, to `values`.
+ * values to bind, in column order, to `values`; the row itself is built only if `wanted`.
  */
 function mirrorRow(
   columns: Column[],
@@ -168,8 +188,9 @@ function mirrorRow(
   previous: MirrorRow | undefined,
   position: Position,
   values: unknown[],
-): MirrorRow {
-  const out: MirrorRow = {}
+  wanted: boolean,
+): MirrorRow | undefined {
+  const out: MirrorRow | undefined = wanted ? {} : undefined
   for (const c of columns) {
     let value: unknown
     if (c.key === 'sourceLsn') value = position.lsn
@@ -178,7 +199,7 @@ function mirrorRow(
       value = row[c.name]
       if (value === unavailable) value = previous?.[c.key] ?? emptyValue(c)
     }
-    out[c.key] = value
+    if (out !== undefined) out[c.key] = value
     values.push(bind(value, c))
   }
   return out

@@ -188,7 +188,7 @@ export function openOrganizationFile(
           }
           offsets.set(key, event.origin)
         }
-        tally(event.change.table, mirror.apply(event.change, changes))
+        tally(event.change.table, mirror.apply(event.change, documentsLive ? changes : undefined))
       }
       let documents: RefreshStats = { rewritten: 0, unchanged: 0, removed: 0 }
       if (changes.length > 0 && documentsLive) {
