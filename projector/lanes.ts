@@ -74,9 +74,9 @@ export interface LaneApplier {
  * snapshot of organizations inserted one after another, comes in runs of one organization
  * (median 725 events, up to 20,000): one batch ahead, the lane that owns the run works while the
  * other waits for the next batch. Two ahead let the other lane start it (schemaless million:
- * 26.1 s against 27.6-27.9 s; schema-wrapped: 33.1 s against 40.1 s). Four ahead is faster still
- * on the schemaless file at no more memory, but the schema-wrapped runs then peaked at 467-498 MB,
- * against the 500 MB budget (README, "Writes and lanes that took turns").
+ * 26.1 s against 27.6-27.9 s; schema-wrapped: 33.1 s against 40.1 s). Four ahead was faster in
+ * one round and no faster past the noise in the next, while the schema-wrapped runs peaked at
+ * 467-498 MB, against the 500 MB budget (docs/throughput.md).
  */
 export const FILE_BATCHES_AHEAD = 2
 
