@@ -166,7 +166,13 @@ describe('projector on Kafka', () => {
     expect(letters[0]!.value).not.toMatch(/ssn|internal_notes/)
     expect(letters[1]!.value).toBeNull()
 
-    const metrics = await (await fetch(`${admin}/metrics`)).text()
+    // The letters are produced before the batch that holds them is counted.
+    const metrics = await eventually(async () => {
+      const text = await (await fetch(`${admin}/metrics`)).text()
+      return text.includes('outcome="dead_lettered"') && text.includes('caught_up 1')
+        ? text
+        : undefined
+    })
     expect(metrics).toMatch(
       /replica_projector_events_total\{table="providers",outcome="dead_lettered"\} 1/,
     )

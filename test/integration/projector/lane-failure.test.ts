@@ -170,7 +170,15 @@ describe('a lane that fails', () => {
     await again.startKafka()
     await eventually(() => (hasProvider(fileB, uuid(4)) ? true : undefined))
     expect(hasProvider(fileA, uuid(3))).toBe(true)
-    const metrics = await metricsOf(again)
+    // A lane commits its file before the main thread counts the batch: the event is visible a
+    // moment before the counters move, so wait for the count, then check both outcomes.
+    const metrics = await eventually(async () => {
+      const text = await metricsOf(again)
+      const counted = ['applied', 'duplicate'].every((outcome) =>
+        text.includes(`replica_projector_events_total{table="providers",outcome="${outcome}"}`),
+      )
+      return counted ? text : undefined
+    })
     await again.stop()
     expect(metrics).toMatch(
       /replica_projector_events_total\{table="providers",outcome="applied"\} 1\n/,
