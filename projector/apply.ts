@@ -536,6 +536,9 @@ export function createApplier(options: ApplierOptions): Applier {
           if (stopping()) return built
         }
       }
+      // What batches applied during the build hold commits first: a file built inside their
+      // transaction takes WAL at that commit, before the api may open it (organization-file.ts).
+      commitAll()
       control.markCaughtUp(clock())
       caughtUp = true
       giveControlItsShare()

@@ -2,7 +2,13 @@
 // them, and the Kafka offsets applied, all committed in one transaction per batch.
 import * as tables from '../schema/organization-db.ts'
 import type { OrganizationTable } from '../schema/events.ts'
-import { heldTransaction, openForWriting, setCacheKiB, type SqliteDatabase } from '../src/sqlite.ts'
+import {
+  heldTransaction,
+  openForWriting,
+  setCacheKiB,
+  useJournal,
+  type SqliteDatabase,
+} from '../src/sqlite.ts'
 import type { RowChange } from './decode.ts'
 import {
   createDocumentRefresher,
@@ -130,7 +136,14 @@ export function openOrganizationFile(
   path: string,
   options: OrganizationFileOptions,
 ): OrganizationFile {
-  const db: SqliteDatabase = openForWriting(path, 'organization')
+  // A file whose documents wait for the end of an initial load has no reader: the api answers 503
+  // until the replica first catches up, and a rebuild's generation is served only once built.
+  // Until then it takes a rollback journal: its pages go to the file once, where WAL wrote each to
+  // the log and again to the file at a checkpoint (schemaless million, alternating runs: 38,460-
+  // 38,679 events/s against 35,217-36,227, two seconds less system time). It returns to WAL as
+  // its documents are built, before anything serves it.
+  const deferred = options.deferDocuments === true
+  const db: SqliteDatabase = openForWriting(path, 'organization', deferred ? 'rollback' : 'wal')
   const mirror = createMirror(db, mirroredTables)
   const refresher = createDocumentRefresher(
     db,
@@ -157,8 +170,10 @@ export function openOrganizationFile(
   for (const row of readOffsets.all())
     appliedOffsets.set(`${row.topic}\u0000${row.partition}`, row.offset)
   let lastStamp = readMeta.get('last_stamp')?.value
-  let documentsLive =
-    options.deferDocuments !== true || readMeta.get('documents_built') !== undefined
+  let documentsLive = !deferred || readMeta.get('documents_built') !== undefined
+  /** Built inside a transaction `begin` held: WAL once it commits. */
+  let walAtCommit = false
+  if (deferred && documentsLive) useJournal(db, 'wal')
 
   /**
    * Only a stamp some document now carries becomes the last one: writing that rewrote nothing must
@@ -207,6 +222,13 @@ export function openOrganizationFile(
     },
   )
 
+  function commit(): void {
+    held.commit()
+    if (!walAtCommit) return
+    walAtCommit = false
+    useJournal(db, 'wal')
+  }
+
   const buildInTransaction = db.transaction((now: Date): RefreshStats => {
     const stamp = nextStamp(now, lastStamp)
     const { rewritten, unchanged, removed } = refresher.refreshAll(stamp)
@@ -229,6 +251,8 @@ export function openOrganizationFile(
       try {
         const stats = buildInTransaction(now)
         documentsLive = true
+        if (db.inTransaction) walAtCommit = true
+        else useJournal(db, 'wal')
         return stats
       } catch (error) {
         lastStamp = readMeta.get('last_stamp')?.value
@@ -246,13 +270,14 @@ export function openOrganizationFile(
       }
     },
     ...held,
+    commit,
     get inTransaction() {
       return db.inTransaction
     },
     boundWal: (maxBytes) => boundWal(db, path, maxBytes),
     setCacheKiB: (kib) => setCacheKiB(db, kib),
     close() {
-      held.commit()
+      commit()
       db.close()
     },
   }
@@ -263,5 +288,8 @@ export function openOrganizationFile(
     for (const row of readOffsets.all())
       appliedOffsets.set(`${row.topic}\u0000${row.partition}`, row.offset)
     lastStamp = readMeta.get('last_stamp')?.value
+    // A build the rollback undid: the documents wait again, and so does WAL.
+    documentsLive = !deferred || readMeta.get('documents_built') !== undefined
+    if (!documentsLive) walAtCommit = false
   }
 }

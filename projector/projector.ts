@@ -149,7 +149,8 @@ export function createProjector(deps: ProjectorDeps): Projector {
         'now serving a rebuilt organization file',
       )
       setTimeout(() => {
-        for (const suffix of ['', '-wal', '-shm']) rmSync(`${replaced}${suffix}`, { force: true })
+        for (const suffix of ['', '-wal', '-shm', '-journal'])
+          rmSync(`${replaced}${suffix}`, { force: true })
       }, REPLACED_FILE_GRACE_MS).unref()
     }
   }

@@ -16,17 +16,36 @@ const migrations = {
 }
 
 /**
- * The single writer's connection: WAL so readers never block it, synchronous=NORMAL (durable at
- * checkpoints, never corrupt; a power cut can lose the last transactions, which Kafka redelivers
- * because offsets are committed only after the files).
+ * How a writer's file keeps what a transaction changed until it commits:
+ * - `wal`: a write-ahead log, so readers never block the writer. synchronous=NORMAL: durable at
+ *   checkpoints, never corrupt; a power cut can lose the last transactions.
+ * - `rollback`: each page is written to the file itself, once, and its old content to a journal
+ *   first (TRUNCATE: the journal is emptied at commit, not deleted). Readers and the writer's
+ *   commits block each other, so only for a file nothing reads (projector/organization-file.ts).
+ *   synchronous=FULL, as SQLite advises for a rollback journal that must never corrupt.
  */
-export function openForWriting(path: string, kind: keyof typeof migrations): SqliteDatabase {
+export type Journal = 'wal' | 'rollback'
+
+/** The single writer's connection, journaling as asked (WAL unless the caller knows better). */
+export function openForWriting(
+  path: string,
+  kind: keyof typeof migrations,
+  journal: Journal = 'wal',
+): SqliteDatabase {
   const db = new Database(path)
-  db.pragma('journal_mode = WAL')
-  db.pragma('synchronous = NORMAL')
   db.pragma('busy_timeout = 5000')
+  useJournal(db, journal)
   migrate(drizzle(db), { migrationsFolder: migrations[kind] })
   return db
+}
+
+/**
+ * Switches a writer's journal. Outside a transaction only; leaving WAL needs the file to itself
+ * (SQLite refuses, after busy_timeout, while another connection has it open).
+ */
+export function useJournal(db: SqliteDatabase, journal: Journal): void {
+  db.pragma(`journal_mode = ${journal === 'wal' ? 'WAL' : 'TRUNCATE'}`)
+  db.pragma(`synchronous = ${journal === 'wal' ? 'NORMAL' : 'FULL'}`)
 }
 
 /** Sizes a connection's SQLite page cache, in KiB (the projector's budget: cache-budget.ts). */

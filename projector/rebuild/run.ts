@@ -260,7 +260,7 @@ function removeLeftovers(rebuildsDir: string, live: Generation, logger: Logger):
   }
   const current = readOrganizationFiles(live.controlPath)
   for (const name of readdirSync(live.organizationsDir)) {
-    const parsed = parseOrganizationFileName(name.replace(/-(wal|shm)$/, ''))
+    const parsed = parseOrganizationFileName(name.replace(/-(wal|shm|journal)$/, ''))
     if (parsed?.version === undefined) continue
     const file = `${parsed.organizationId}.${parsed.version}.db`
     if (current.get(parsed.organizationId) === file) continue
@@ -283,7 +283,7 @@ function checkDiskSpace(
 ): void {
   let bytes = 0
   for (const name of readdirSync(live.organizationsDir)) {
-    const parsed = parseOrganizationFileName(name.replace(/-(wal|shm)$/, ''))
+    const parsed = parseOrganizationFileName(name.replace(/-(wal|shm|journal)$/, ''))
     if (parsed === undefined) continue
     if (organizations !== undefined && !organizations.has(parsed.organizationId)) continue
     bytes += statSync(join(live.organizationsDir, name)).size

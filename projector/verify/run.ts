@@ -286,7 +286,7 @@ function checkDiskSpace(
   const wanted = organizations === undefined ? undefined : new Set(organizations)
   let bytes = 0
   for (const name of readdirSync(live.organizationsDir)) {
-    const parsed = parseOrganizationFileName(name.replace(/-(wal|shm)$/, ''))
+    const parsed = parseOrganizationFileName(name.replace(/-(wal|shm|journal)$/, ''))
     if (parsed === undefined || (wanted !== undefined && !wanted.has(parsed.organizationId))) {
       continue
     }

@@ -1,5 +1,6 @@
 // useOrganizationFile (projector/organization-file.ts): the open files a writer keeps, on real
 // organization files in a temp directory.
+import Database from 'better-sqlite3'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -42,5 +43,49 @@ describe('useOrganizationFile', () => {
     expect(openedIds).toEqual([a, b, c, b])
     expect(() => fileA.setCacheKiB(2000)).toThrow(/not open/)
     for (const file of files.values()) file.close()
+  })
+})
+
+describe('an organization file whose documents wait for the end of an initial load', () => {
+  /** The journal another connection finds: WAL is recorded in the file, a rollback journal not. */
+  const journalSeenBy = (path: string): string => {
+    const reader = new Database(path, { readonly: true, fileMustExist: true })
+    try {
+      return reader.pragma('journal_mode', { simple: true }) as string
+    } finally {
+      reader.close()
+    }
+  }
+
+  it('is written without a WAL until its documents are built, and with one from then on', () => {
+    const path = join(dir, 'deferred.db')
+    const file = openOrganizationFile(uuid(10), path, { offsetGuard: false, deferDocuments: true })
+    expect(journalSeenBy(path)).not.toBe('wal')
+    // Built inside the transaction an initial load holds: WAL once that commits.
+    file.begin()
+    file.buildDocuments(new Date('2026-01-01T00:00:00Z'))
+    expect(file.documentsLive).toBe(true)
+    expect(journalSeenBy(path)).not.toBe('wal')
+    file.commit()
+    expect(journalSeenBy(path)).toBe('wal')
+    file.close()
+
+    // Reopened before the replica has caught up, a built file keeps its WAL.
+    const again = openOrganizationFile(uuid(10), path, { offsetGuard: false, deferDocuments: true })
+    expect(again.documentsLive).toBe(true)
+    expect(journalSeenBy(path)).toBe('wal')
+    again.close()
+  })
+
+  it('waits again, without a WAL, when the transaction that built its documents rolls back', () => {
+    const path = join(dir, 'rolled-back.db')
+    const file = openOrganizationFile(uuid(11), path, { offsetGuard: false, deferDocuments: true })
+    file.begin()
+    file.buildDocuments(new Date('2026-01-01T00:00:00Z'))
+    file.rollback()
+    expect(file.documentsLive).toBe(false)
+    file.commit()
+    expect(journalSeenBy(path)).not.toBe('wal')
+    file.close()
   })
 })
