@@ -20,6 +20,7 @@ import { createMirror, type ApplyOutcome, type MirrorChange } from './mirror.ts'
 import { coalesce } from './coalesce.ts'
 import { nextStamp } from './stamp.ts'
 import { boundWal } from './wal.ts'
+import { restoreIndexes, setIndexesAside } from './deferred-indexes.ts'
 
 export interface Origin {
   topic: string
@@ -69,6 +70,7 @@ const mirroredTables = {
   group_enrollment_lines_of_business: tables.groupEnrollmentLinesOfBusiness,
   documents: tables.documents,
 } satisfies Record<OrganizationTable, unknown>
+const mirroredTableNames = Object.keys(mirroredTables)
 
 export interface OrganizationFile {
   readonly organizationId: string
@@ -174,6 +176,10 @@ export function openOrganizationFile(
   /** Built inside a transaction `begin` held: WAL once it commits. */
   let walAtCommit = false
   if (deferred && documentsLive) useJournal(db, 'wal')
+  // A live file has every index (one opened live while they are aside, which the build prevents,
+  // gets them back here, in one transaction).
+  if (documentsLive) db.transaction(() => restoreIndexes(db))()
+  else setIndexesAside(db, mirroredTableNames)
 
   /**
    * Only a stamp some document now carries becomes the last one: writing that rewrote nothing must
@@ -230,6 +236,7 @@ export function openOrganizationFile(
   }
 
   const buildInTransaction = db.transaction((now: Date): RefreshStats => {
+    restoreIndexes(db)
     const stamp = nextStamp(now, lastStamp)
     const { rewritten, unchanged, removed } = refresher.refreshAll(stamp)
     writeMeta.run('documents_built', stamp)

@@ -77,6 +77,40 @@ describe('an organization file whose documents wait for the end of an initial lo
     again.close()
   })
 
+  it("sets the mirror's indexes aside until its documents are built, then creates the same ones", () => {
+    const indexesOf = (path: string): string[] => {
+      const reader = new Database(path, { readonly: true, fileMustExist: true })
+      try {
+        return reader
+          .prepare("SELECT sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+          .pluck()
+          .all()
+          .map(String)
+          .sort()
+      } finally {
+        reader.close()
+      }
+    }
+    const livePath = join(dir, 'live.db')
+    openOrganizationFile(uuid(12), livePath, { offsetGuard: false }).close()
+    const everyIndex = indexesOf(livePath)
+    expect(everyIndex.join('\n')).toMatch(/provider_identifiers_provider/)
+
+    const path = join(dir, 'indexes-aside.db')
+    const file = openOrganizationFile(uuid(13), path, { offsetGuard: false, deferDocuments: true })
+    const aside = indexesOf(path)
+    expect(aside.join('\n')).not.toMatch(/provider_identifiers_provider|group_memberships_group/)
+    // The documents' own indexes stay: their tables are empty until the build.
+    expect(aside.join('\n')).toMatch(/doc_providers_page/)
+    file.close()
+    // Reopened, still waiting: nothing changes.
+    const again = openOrganizationFile(uuid(13), path, { offsetGuard: false, deferDocuments: true })
+    expect(indexesOf(path)).toEqual(aside)
+    again.buildDocuments(new Date('2026-01-01T00:00:00Z'))
+    expect(indexesOf(path)).toEqual(everyIndex)
+    again.close()
+  })
+
   it('waits again, without a WAL, when the transaction that built its documents rolls back', () => {
     const path = join(dir, 'rolled-back.db')
     const file = openOrganizationFile(uuid(11), path, { offsetGuard: false, deferDocuments: true })
