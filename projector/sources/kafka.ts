@@ -367,23 +367,38 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     if (!caughtUp && atEnd) checkLagNow()
   }
 
+  /**
+   * Each topic's partitions with their first and next offsets, asked for all topics at once
+   * (kafkajs asks one topic a call; one after another, the fifteen took a round trip each, and
+   * the check that ends an initial load waits for them).
+   */
+  async function topicOffsets(
+    client: Admin,
+  ): Promise<
+    Array<{ topic: string; partitions: Array<{ partition: number; low: string; high: string }> }>
+  > {
+    return Promise.all(
+      topics.map(async (topic) => ({ topic, partitions: await client.fetchTopicOffsets(topic) })),
+    )
+  }
+
   /** Events between the topics' start and end offsets now. */
   async function eventsInTopics(client: Admin): Promise<number> {
     let events = 0
-    for (const topic of topics) {
-      for (const end of await client.fetchTopicOffsets(topic)) {
-        events += Number(BigInt(end.high) - BigInt(end.low))
-      }
+    for (const { partitions } of await topicOffsets(client)) {
+      for (const end of partitions) events += Number(BigInt(end.high) - BigInt(end.low))
     }
     return events
   }
 
   async function checkLag(): Promise<void> {
     if (admin === undefined) return
-    const committed = await admin.fetchOffsets({ groupId: options.groupId, topics })
+    const [committed, offsets] = await Promise.all([
+      admin.fetchOffsets({ groupId: options.groupId, topics }),
+      topicOffsets(admin),
+    ])
     let total = 0
-    for (const topic of topics) {
-      const ends = await admin.fetchTopicOffsets(topic)
+    for (const { topic, partitions: ends } of offsets) {
       const mine = committed.find((c) => c.topic === topic)?.partitions ?? []
       for (const end of ends) {
         const at = mine.find((p) => p.partition === end.partition)?.offset ?? '-1'
