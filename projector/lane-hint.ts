@@ -30,13 +30,24 @@ const TABLE = Buffer.from('"table":"')
 const OP = Buffer.from('"op":"')
 const QUOTE = 0x22
 const UUID_LENGTH = 36
+/** Longer than any schemaless event of these tables; shorter than any wrapped one. */
+const WRAPPED_LENGTH = 3072
 
 /**
  * The table, row id and organization of the upsert whose value (a Debezium event, wrapped or not)
  * is in `buf[start, end)`; undefined when it is not one this can be sure of.
  */
 export function laneHint(buf: Buffer, start = 0, end = buf.length): LaneHint | undefined {
-  const after = within(buf.indexOf(AFTER, start), start, end)
+  // One `"after":{` matches (only keys can), so it may be searched from either end. A long value
+  // is one wrapped with its schema, some four kilobytes before the payload, which holds `after`:
+  // from the end, the schema is not scanned.
+  const after = within(
+    end - start > WRAPPED_LENGTH
+      ? buf.lastIndexOf(AFTER, end - AFTER.length)
+      : buf.indexOf(AFTER, start),
+    start,
+    end,
+  )
   if (after < 0) return undefined
   const op = within(buf.lastIndexOf(OP, end - OP.length), after, end)
   if (op < 0) return undefined

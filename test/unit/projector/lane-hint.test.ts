@@ -29,6 +29,31 @@ describe('laneHint', () => {
     }
   })
 
+  it('finds the same in long values (searched from their end: the schema comes first)', () => {
+    // Past 3 KB a value is searched from its end; a column's text that mimics the key is escaped.
+    const notes = `${'x'.repeat(5000)}"after":{"id":"${uuid(9)}"`
+    for (const wrapped of [true, false]) {
+      const r = record({
+        table: 'providers',
+        op: 'u',
+        after: { ...providerRow(uuid(8), ORG_A), notes },
+        wrapped,
+      })
+      const value = bytes(r.value)
+      expect(value.length).toBeGreaterThan(5000)
+      expect(laneHint(value)).toMatchObject({ id: uuid(8), organizationId: ORG_A })
+      const deleted = bytes(
+        record({
+          table: 'providers',
+          op: 'd',
+          before: { ...providerRow(uuid(8), ORG_A), notes },
+          wrapped,
+        }).value,
+      )
+      expect(laneHint(deleted)).toBeUndefined()
+    }
+  })
+
   it('lower-cases ids as the decoder does', () => {
     const value = bytes(
       debeziumValue({
