@@ -141,8 +141,8 @@ export function openOrganizationFile(
   // A file whose documents wait for the end of an initial load has no reader: the api answers 503
   // until the replica first catches up, and a rebuild's generation is served only once built.
   // Until then it takes a rollback journal: its pages go to the file once, where WAL wrote each to
-  // the log and again to the file at a checkpoint (schemaless million, alternating runs: 38,460-
-  // 38,679 events/s against 35,217-36,227, two seconds less system time). It returns to WAL as
+  // the log and again to the file at a checkpoint (schemaless million, alternating runs: 39,441-
+  // 41,085 events/s against 35,847-38,495, two seconds less system time). It returns to WAL as
   // its documents are built, before anything serves it.
   const deferred = options.deferDocuments === true
   const db: SqliteDatabase = openForWriting(path, 'organization', deferred ? 'rollback' : 'wal')

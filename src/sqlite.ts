@@ -18,7 +18,9 @@ const migrations = {
 /**
  * How a writer's file keeps what a transaction changed until it commits:
  * - `wal`: a write-ahead log, so readers never block the writer. synchronous=NORMAL: durable at
- *   checkpoints, never corrupt; a power cut can lose the last transactions.
+ *   checkpoints, never corrupt; a power cut (not a crash of the process) can lose the last
+ *   transactions, whose Kafka offsets may be committed already: `npm run verify -- --repair`
+ *   finds and rebuilds what they held.
  * - `rollback`: each page is written to the file itself, once, and its old content to a journal
  *   first (TRUNCATE: the journal is emptied at commit, not deleted). Readers and the writer's
  *   commits block each other, so only for a file nothing reads (projector/organization-file.ts).
