@@ -5,6 +5,7 @@ import type { Logger } from 'pino'
 import type { ProjectorConfig } from '../src/config.ts'
 import { existsSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs'
 import {
+  SQLITE_SIDE_SUFFIXES,
   currentGeneration,
   deadLetterFilePath,
   ensureCurrentGeneration,
@@ -149,8 +150,9 @@ export function createProjector(deps: ProjectorDeps): Projector {
         'now serving a rebuilt organization file',
       )
       setTimeout(() => {
-        for (const suffix of ['', '-wal', '-shm', '-journal'])
+        for (const suffix of ['', ...SQLITE_SIDE_SUFFIXES]) {
           rmSync(`${replaced}${suffix}`, { force: true })
+        }
       }, REPLACED_FILE_GRACE_MS).unref()
     }
   }

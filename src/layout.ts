@@ -93,6 +93,15 @@ export function organizationFileName(organizationId: string, version?: string): 
   return name
 }
 
+/** What SQLite keeps beside a database file while it is written: the WAL, its index, a journal. */
+export const SQLITE_SIDE_SUFFIXES = ['-wal', '-shm', '-journal'] as const
+
+/** The database file a name in a files directory belongs to: itself, or the one it sits beside. */
+export function databaseFileOf(name: string): string {
+  const suffix = SQLITE_SIDE_SUFFIXES.find((s) => name.endsWith(s))
+  return suffix === undefined ? name : name.slice(0, -suffix.length)
+}
+
 /** The organization (and version) of an organization file's name; undefined for any other name. */
 export function parseOrganizationFileName(
   name: string,

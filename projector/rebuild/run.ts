@@ -27,6 +27,7 @@ import type { Logger } from 'pino'
 import type { ProjectorConfig } from '../../src/config.ts'
 import {
   currentGeneration,
+  databaseFileOf,
   organizationFileName,
   organizationsWithFiles,
   parseOrganizationFileName,
@@ -260,7 +261,7 @@ function removeLeftovers(rebuildsDir: string, live: Generation, logger: Logger):
   }
   const current = readOrganizationFiles(live.controlPath)
   for (const name of readdirSync(live.organizationsDir)) {
-    const parsed = parseOrganizationFileName(name.replace(/-(wal|shm|journal)$/, ''))
+    const parsed = parseOrganizationFileName(databaseFileOf(name))
     if (parsed?.version === undefined) continue
     const file = `${parsed.organizationId}.${parsed.version}.db`
     if (current.get(parsed.organizationId) === file) continue
@@ -283,7 +284,7 @@ function checkDiskSpace(
 ): void {
   let bytes = 0
   for (const name of readdirSync(live.organizationsDir)) {
-    const parsed = parseOrganizationFileName(name.replace(/-(wal|shm|journal)$/, ''))
+    const parsed = parseOrganizationFileName(databaseFileOf(name))
     if (parsed === undefined) continue
     if (organizations !== undefined && !organizations.has(parsed.organizationId)) continue
     bytes += statSync(join(live.organizationsDir, name)).size

@@ -23,6 +23,7 @@ import type { Logger } from 'pino'
 import type { VerifyConfig } from '../../src/config.ts'
 import {
   currentGeneration,
+  databaseFileOf,
   organizationsWithFiles,
   parseOrganizationFileName,
   type Generation,
@@ -286,7 +287,7 @@ function checkDiskSpace(
   const wanted = organizations === undefined ? undefined : new Set(organizations)
   let bytes = 0
   for (const name of readdirSync(live.organizationsDir)) {
-    const parsed = parseOrganizationFileName(name.replace(/-(wal|shm|journal)$/, ''))
+    const parsed = parseOrganizationFileName(databaseFileOf(name))
     if (parsed === undefined || (wanted !== undefined && !wanted.has(parsed.organizationId))) {
       continue
     }
