@@ -32,12 +32,17 @@ export function setIndexesAside(db: SqliteDatabase, tables: readonly string[]): 
   })()
 }
 
-/** Creates the indexes `setIndexesAside` dropped, if any. Joins the caller's transaction. */
+/**
+ * Creates the indexes `setIndexesAside` dropped, if any, and forgets them, in one transaction (a
+ * savepoint inside the caller's).
+ */
 export function restoreIndexes(db: SqliteDatabase): void {
   const statements = recorded(db)
   if (statements === undefined) return
-  for (const sql of statements) db.exec(sql)
-  db.prepare('DELETE FROM replica_meta WHERE key = ?').run(META_KEY)
+  db.transaction(() => {
+    for (const sql of statements) db.exec(sql)
+    db.prepare('DELETE FROM replica_meta WHERE key = ?').run(META_KEY)
+  })()
 }
 
 function recorded(db: SqliteDatabase): string[] | undefined {

@@ -177,8 +177,8 @@ export function openOrganizationFile(
   let walAtCommit = false
   if (deferred && documentsLive) useJournal(db, 'wal')
   // A live file has every index (one opened live while they are aside, which the build prevents,
-  // gets them back here, in one transaction).
-  if (documentsLive) db.transaction(() => restoreIndexes(db))()
+  // gets them back here).
+  if (documentsLive) restoreIndexes(db)
   else setIndexesAside(db, mirroredTableNames)
 
   /**

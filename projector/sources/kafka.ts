@@ -372,11 +372,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
    * (kafkajs asks one topic a call; one after another, the fifteen took a round trip each, and
    * the check that ends an initial load waits for them).
    */
-  async function topicOffsets(
-    client: Admin,
-  ): Promise<
-    Array<{ topic: string; partitions: Array<{ partition: number; low: string; high: string }> }>
-  > {
+  async function topicOffsets(client: Admin) {
     return Promise.all(
       topics.map(async (topic) => ({ topic, partitions: await client.fetchTopicOffsets(topic) })),
     )
