@@ -91,13 +91,46 @@ export function makeTempDir(prefix: string): { path: string; remove(): void } {
   }
 }
 
-/** A TCP port free on 127.0.0.1 right now (the OS picks it; a tiny race is accepted). */
+// Ports handed out below the kernel's ephemeral range: a port taken from inside it can be taken
+// again, between freePort() and the child's listen(), as the source port of any outgoing
+// connection (the test files run in parallel and open thousands). A CI run failed that way: the
+// api exited with EADDRINUSE. Below the range only another listener can collide, and every
+// listener the tests start takes its port from here, checked by a bind.
+const EPHEMERAL_LOW = ephemeralRangeLow()
+const LISTEN_PORTS = { low: Math.max(10_000, EPHEMERAL_LOW - 20_000), high: EPHEMERAL_LOW - 1 }
+
+function ephemeralRangeLow(): number {
+  try {
+    const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)
+    const value = Number(low)
+    return Number.isInteger(value) ? value : 0
+  } catch {
+    return 0 // not Linux: let the OS pick (port 0) and accept its small race
+  }
+}
+
+/** A TCP port free on 127.0.0.1 right now, outside the range outgoing connections draw from. */
 export async function freePort(): Promise<number> {
+  if (LISTEN_PORTS.high - LISTEN_PORTS.low < 1000) return bindablePort(0)
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const span = LISTEN_PORTS.high - LISTEN_PORTS.low + 1
+    const candidate = LISTEN_PORTS.low + Math.floor(Math.random() * span)
+    try {
+      return await bindablePort(candidate)
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error
+    }
+  }
+  return bindablePort(0)
+}
+
+/** Binds `port` (0: any) on 127.0.0.1, closes it, and returns the port number. */
+async function bindablePort(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer()
     server.unref()
     server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
+    server.listen(port, '127.0.0.1', () => {
       const address = server.address()
       if (address === null || typeof address === 'string') {
         server.close()

@@ -20,7 +20,7 @@ import {
   startPostgres,
   type StartedPostgres,
 } from '../harness/postgres.ts'
-import { makeTempDir } from '../harness/process.ts'
+import { freePort, makeTempDir } from '../harness/process.ts'
 import { startRedis } from '../harness/redis.ts'
 
 const ORG = '0000000a-0000-4000-8000-000000000001'
@@ -198,5 +198,14 @@ describe('harness', () => {
     after.on('error', () => undefined)
     await expect(after.connect()).rejects.toThrow()
     after.disconnect()
+  })
+
+  it('hands out listening ports below the range outgoing connections draw from', async () => {
+    const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)
+    const ports = await Promise.all(Array.from({ length: 20 }, () => freePort()))
+    for (const port of ports) {
+      expect(port).toBeGreaterThanOrEqual(1024)
+      expect(port).toBeLessThan(Number(low))
+    }
   })
 })
