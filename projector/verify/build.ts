@@ -1,15 +1,15 @@
-// The replica as PostgreSQL says it should be: every organization table read in the snapshot,
+// The replica as PostgreSQL says it should be: every table read in the snapshot (control.db's too),
 // each row applied as a Debezium snapshot read through the projector's own applier into a
 // scratch generation (DATA_DIR/verify/<run>/), and the documents built once at the end, as an
 // initial load builds them. The live replica is not read or written here.
 import { join } from 'node:path'
+import { controlTables } from '../../schema/events.ts'
 import type { Logger } from 'pino'
-import { organizationTables } from '../../schema/events.ts'
 import type { ProjectorConfig } from '../../src/config.ts'
 import { prepareGeneration, type Generation } from '../../src/layout.ts'
 import { createApplier } from '../apply.ts'
 import { snapshotRecord } from './records.ts'
-import type { ProductDatabase } from './source.ts'
+import { verifiedTables, type ProductDatabase } from './source.ts'
 
 export interface ExpectedReplica {
   readonly generation: Generation
@@ -26,8 +26,10 @@ export interface BuildExpectedDeps {
   database: ProductDatabase
   /** The scratch folder; the caller removes it. */
   dir: string
-  /** Only these organizations; absent: every one. */
+  /** Only these organizations' rows of organization tables; absent: every one. */
   organizations?: readonly string[]
+  /** Only these organizations' rows of control.db's tables; absent: every one. */
+  controlScope?: readonly string[]
   onRows?: (rows: number) => void
   signal?: AbortSignal
 }
@@ -59,8 +61,9 @@ export async function buildExpected(deps: BuildExpectedDeps): Promise<ExpectedRe
   let rows = 0
   let refused = 0
   try {
-    for (const table of organizationTables) {
-      await database.readTable(table, deps.organizations, (page) => {
+    for (const table of verifiedTables) {
+      const only = controlTables.has(table) ? deps.controlScope : deps.organizations
+      await database.readTable(table, only, (page) => {
         if (deps.signal?.aborted === true) throw new VerifyStopped('verify was stopped')
         const records = page.map((row, i) =>
           snapshotRecord(config.topicPrefix, table, row, position, rows + i),

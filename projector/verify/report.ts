@@ -4,6 +4,7 @@
 // people, JSON for scripts. Pure: the command prints what these return.
 import type { IdSample, ResourceDiff } from '../documents/index.ts'
 import { alignedRows } from '../rebuild/report.ts'
+import type { ControlTableDiff } from './control.ts'
 
 export interface ResourceVerdict {
   resource: ResourceDiff['resource']
@@ -28,6 +29,13 @@ export interface OrganizationVerdict {
   resources: ResourceVerdict[]
 }
 
+/** control.db's organizations and API keys against PostgreSQL's (control.ts). */
+export interface ControlVerdict {
+  /** `unsettled`: control.db applied changes made after every snapshot taken (as above). */
+  status: OrganizationStatus
+  tables: ControlTableDiff[]
+}
+
 export interface LagReport {
   /** The snapshot's WAL position and time. */
   snapshotLsn: string
@@ -44,7 +52,7 @@ export interface LagReport {
 }
 
 export interface VerifyReport {
-  /** Whether any organization drifted. */
+  /** Whether any organization, or control.db, drifted. */
   drift: boolean
   /** Organizations that kept changing through every pass (their differences not counted). */
   unsettled: string[]
@@ -56,6 +64,7 @@ export interface VerifyReport {
   seconds: number
   lag: LagReport
   organizations: OrganizationVerdict[]
+  control: ControlVerdict
   /** With --repair: the organizations rebuilt, and the check made after. */
   repair?: { rebuilt: string[]; after: VerifyReport }
 }
@@ -79,7 +88,7 @@ export function hasDrift(resources: readonly ResourceVerdict[]): boolean {
 /** 0: no drift; 1: drift found (or some organization could not be settled); 2 is for refusals. */
 export function exitCode(report: VerifyReport): 0 | 1 {
   const final = report.repair?.after ?? report
-  return final.drift || final.unsettled.length > 0 ? 1 : 0
+  return final.drift || final.unsettled.length > 0 || final.control.status === 'unsettled' ? 1 : 0
 }
 
 export function reportJson(report: VerifyReport): string {
@@ -149,17 +158,61 @@ function tableLines(report: VerifyReport, verb: string): string[] {
       )
     }
   }
+  controlLines(report.control, rows, details)
   if (rows.length > 1) lines.push(...alignedRows(rows), '')
   if (details.length > 0) lines.push(...details, '')
   const total = report.organizations.length
   const drifted = report.organizations.filter((o) => o.status === 'drifted').length
   const tail = `${report.rowsRead} rows read in ${report.seconds} s${report.passes > 1 ? `, ${report.passes} passes` : ''}${report.rowsRefused > 0 ? `; ${report.rowsRefused} rows the projector refuses too (see the log)` : ''}`
+  const controlDrift = report.control.status === 'drifted'
   lines.push(
     report.drift
-      ? `Drift: ${drifted} of ${total} organizations differ from PostgreSQL (${tail}).`
+      ? drifted > 0
+        ? `Drift: ${drifted} of ${total} organizations differ from PostgreSQL${controlDrift ? ', and so does control.db' : ''} (${tail}).`
+        : `Drift: control.db differs from PostgreSQL; the documents of ${total} organization${total === 1 ? '' : 's'} do not (${tail}).`
       : report.unsettled.length > 0
         ? `No drift found, but ${report.unsettled.length} of ${total} organizations kept changing and could not be checked (${tail}).`
         : `${verb} ${total} organizations: no drift (${tail}).`,
   )
+  if (controlDrift) {
+    lines.push(
+      `control.db's organizations and API keys are rebuilt only with the whole replica: npm run projector -- --rebuild.`,
+    )
+  }
   return lines
+}
+
+/** control.db's rows in the table: one row when all is equal, else one per table. */
+function controlLines(control: ControlVerdict, rows: string[][], details: string[]): void {
+  const counts = (d: ControlTableDiff) => d.differing.count + d.missing.count + d.extra.count
+  if (control.tables.every((d) => counts(d) === 0)) {
+    const equal = control.tables.reduce((sum, d) => sum + d.equal, 0)
+    rows.push(['control.db', '(all)', String(equal), '0', '0', '0'])
+  } else {
+    for (const d of control.tables) {
+      rows.push([
+        'control.db',
+        d.table,
+        String(d.equal),
+        String(d.differing.count),
+        String(d.missing.count),
+        String(d.extra.count),
+      ])
+      for (const [what, sample] of [
+        ['differing', d.differing],
+        ['missing in replica', d.missing],
+        ['extra in replica', d.extra],
+      ] as const) {
+        if (sample.count === 0) continue
+        const more =
+          sample.count > sample.ids.length ? ` (+${sample.count - sample.ids.length} more)` : ''
+        details.push(`control.db ${d.table} ${what}: ${sample.ids.join(' ')}${more}`)
+      }
+    }
+  }
+  if (control.status === 'unsettled') {
+    details.push(
+      'control.db: changed after every snapshot taken: its differences may be lag, not counted',
+    )
+  }
 }

@@ -6,11 +6,13 @@
 //      DATA_DIR/verify/<run>/ (build.ts);
 //   3. a wait, bounded, until the live replica has applied everything before the snapshot;
 //   4. each organization's built documents compared with the live file by served content
-//      (documents/compare.ts); an organization whose file applied changes made after the
+//      (documents/compare.ts), and control.db's organizations and API keys row by row
+//      (control.ts); an organization whose file (or control.db) applied changes made after the
 //      snapshot is checked again with a new snapshot (up to three passes), since its differences
 //      may be those changes;
 //   5. with --repair, the drifted organizations rebuilt from the topics (the per-organization
-//      rebuild, in this process) and checked again.
+//      rebuild, in this process) and checked again. control.db is not repaired here: its rows are
+//      rebuilt only with the whole replica (`--rebuild`), which the report says.
 //
 // The live replica is only read, except by --repair's rebuild, whose hand-over leaves the live
 // file serving and unchanged if it is killed at any point. A run killed here leaves only its
@@ -33,6 +35,7 @@ import { compareDocumentFiles, comparedResources, type ResourceDiff } from '../d
 import { processAlive } from '../rebuild/lock.ts'
 import { rebuildAside } from '../rebuild/run.ts'
 import { buildExpected } from './build.ts'
+import { compareControlFiles, controlDrifted, type ControlTableDiff } from './control.ts'
 import {
   appliedPast,
   openKafkaView,
@@ -43,6 +46,7 @@ import {
 import {
   hasDrift,
   toVerdict,
+  type ControlVerdict,
   type LagReport,
   type OrganizationVerdict,
   type VerifyReport,
@@ -88,11 +92,13 @@ export async function verifyReplica(
     removeLeftovers(verifyDir, deps.logger)
     checkDiskSpace(config.projector.dataDir, live, options.organizations)
     const context = { deps, live, kafka, groupId, verifyDir }
-    const report = await checkOrganizations(context, options.organizations)
+    const report = await checkOrganizations(context, options.organizations, options.organizations)
     if (!options.repair || !report.drift) return report
     const drifted = report.organizations
       .filter((o) => o.status === 'drifted')
       .map((o) => o.organizationId)
+    // control.db alone drifted: nothing a per-organization rebuild mends (the report says so).
+    if (drifted.length === 0) return report
     deps.logger.info({ organizations: drifted }, 'repairing: rebuilding the drifted organizations')
     await rebuildAside(
       {
@@ -102,7 +108,7 @@ export async function verifyReplica(
       },
       { organizations: drifted, dryRun: false },
     )
-    const after = await checkOrganizations(context, drifted)
+    const after = await checkOrganizations(context, drifted, options.organizations)
     return { ...report, repair: { rebuilt: drifted, after } }
   } finally {
     await kafka.close()
@@ -117,20 +123,26 @@ interface Context {
   verifyDir: string
 }
 
+/**
+ * Checks the documents of `organizations` (absent: all) and control.db's rows of `scope`'s
+ * organizations (absent: all), in passes until nothing that differs changed after the snapshot.
+ */
 async function checkOrganizations(
   context: Context,
   organizations: readonly string[] | undefined,
+  scope: readonly string[] | undefined,
 ): Promise<VerifyReport> {
   const started = performance.now()
   const final = new Map<string, OrganizationVerdict>()
   let pending = organizations
+  let control: ControlVerdict | undefined
   let lag: LagReport | undefined
   let rowsRead = 0
   let rowsRefused = 0
   let passes = 0
   for (; passes < MAX_PASSES;) {
     passes++
-    const pass = await checkPass(context, pending)
+    const pass = await checkPass(context, pending, scope)
     lag ??= pass.lag
     rowsRead += pass.rowsRead
     rowsRefused += pass.rowsRefused
@@ -141,10 +153,20 @@ async function checkOrganizations(
         final.set(verdict.organizationId, { ...verdict, status: 'unsettled' })
       } else final.set(verdict.organizationId, verdict)
     }
-    if (recheck.length === 0) break
+    // control.db's rows are few: read again on every pass, taken until they settle.
+    let recheckControl = false
+    if (control === undefined || control.status === 'unsettled') {
+      const drifted = controlDrifted(pass.control)
+      recheckControl = drifted && pass.controlAhead
+      control = {
+        status: recheckControl ? 'unsettled' : drifted ? 'drifted' : 'equal',
+        tables: pass.control,
+      }
+    }
+    if (recheck.length === 0 && !recheckControl) break
     context.deps.logger.info(
-      { organizations: recheck },
-      'organizations changed after the snapshot: checking them again',
+      { organizations: recheck, controlDb: recheckControl },
+      'changed after the snapshot: checking again',
     )
     pending = recheck
   }
@@ -152,7 +174,7 @@ async function checkOrganizations(
     a.organizationId < b.organizationId ? -1 : 1,
   )
   return {
-    drift: verdicts.some((v) => v.status === 'drifted'),
+    drift: verdicts.some((v) => v.status === 'drifted') || control!.status === 'drifted',
     unsettled: verdicts.filter((v) => v.status === 'unsettled').map((v) => v.organizationId),
     rowsRead,
     rowsRefused,
@@ -160,6 +182,7 @@ async function checkOrganizations(
     seconds: Math.round((performance.now() - started) / 100) / 10,
     lag: lag!,
     organizations: verdicts,
+    control: control!,
   }
 }
 
@@ -167,6 +190,9 @@ interface Pass {
   verdicts: OrganizationVerdict[]
   /** Organizations whose live file applied a change made after the snapshot. */
   ahead: Set<string>
+  control: ControlTableDiff[]
+  /** Whether the live control.db applied a change made after the snapshot. */
+  controlAhead: boolean
   lag: LagReport
   rowsRead: number
   rowsRefused: number
@@ -175,6 +201,7 @@ interface Pass {
 async function checkPass(
   context: Context,
   organizations: readonly string[] | undefined,
+  scope: readonly string[] | undefined,
 ): Promise<Pass> {
   const { deps, live, kafka, groupId } = context
   const { config, logger } = deps
@@ -191,6 +218,7 @@ async function checkPass(
       database,
       dir,
       ...(organizations === undefined ? {} : { organizations }),
+      ...(scope === undefined ? {} : { controlScope: scope }),
       ...(deps.progress === undefined ? {} : { onRows: (n: number) => deps.progress!.add(n) }),
       ...(deps.signal === undefined ? {} : { signal: deps.signal }),
     })
@@ -233,6 +261,11 @@ async function checkPass(
     return {
       verdicts,
       ahead,
+      control: compareControlFiles(expected.generation.controlPath, live.controlPath, {
+        ...options,
+        ...(scope === undefined ? {} : { organizations: scope }),
+      }),
+      controlAhead: appliedPast(live.controlPath, caught.ends),
       lag: {
         snapshotLsn: database.snapshot.lsn,
         snapshotAt: database.snapshot.at.toISOString(),

@@ -7,7 +7,22 @@
 // Values are asked for as text where Debezium's encoding differs from pg's default parsing, and
 // turned into what Debezium writes (records.ts); the projector's own decoder does the rest.
 import pg from 'pg'
-import { organizationTables, rowSchemas, type OrganizationTable } from '../../schema/events.ts'
+import {
+  organizationTables,
+  rowSchemas,
+  type ControlTable,
+  type SourceTable,
+} from '../../schema/events.ts'
+
+/**
+ * What verify reads: control.db's tables first (organizations, and API keys by their hashes: a
+ * key revoked in PostgreSQL and still accepted by the replica is the drift that matters most),
+ * then every organization table.
+ */
+export const verifiedTables: readonly SourceTable[] = [
+  ...(['organizations', 'api_keys'] satisfies ControlTable[]),
+  ...organizationTables,
+]
 
 /** A problem found before anything was compared: one line for the operator, exit 2. */
 export class VerifyRefused extends Error {
@@ -40,7 +55,7 @@ export interface ProductDatabase {
    * primary-key order, handing each page to `onPage` before the next is read.
    */
   readTable(
-    table: OrganizationTable,
+    table: SourceTable,
     organizations: readonly string[] | undefined,
     onPage: (rows: Record<string, unknown>[]) => void | Promise<void>,
   ): Promise<void>
@@ -85,7 +100,7 @@ export function describeUrl(url: string): string {
 
 export async function openProductDatabase(
   url: string,
-  options: { pageRows: number; tables?: readonly OrganizationTable[] },
+  options: { pageRows: number; tables?: readonly SourceTable[] },
 ): Promise<ProductDatabase> {
   const where = describeUrl(url)
   const client = new pg.Client({
@@ -116,7 +131,7 @@ export async function openProductDatabase(
               now() AS at`,
     )
     const { lsn, at } = position.rows[0]!
-    const tables = options.tables ?? organizationTables
+    const tables = options.tables ?? verifiedTables
     const columns = await checkGrants(client, tables, where)
     return {
       snapshot: { lsn, lsnNumber: lsnToNumber(lsn), at: new Date(at) },
@@ -137,7 +152,8 @@ export async function openProductDatabase(
           .join(', ')
         // $1: page size; $2: the organizations; $3: the last id read (all pages but the first).
         // Unnamed statements are planned with their values: the NULL case folds away.
-        const filter = '($2::uuid[] IS NULL OR organization_id = ANY($2::uuid[]))'
+        const owner = table === 'organizations' ? 'id' : 'organization_id'
+        const filter = `($2::uuid[] IS NULL OR ${owner} = ANY($2::uuid[]))`
         const query = (next: boolean) =>
           `SELECT ${list} FROM public."${table}" WHERE ${filter}${next ? ' AND id > $3::uuid' : ''} ORDER BY id LIMIT $1`
         const firstPage = query(false)
@@ -186,9 +202,9 @@ export async function openProductDatabase(
  */
 async function checkGrants(
   client: pg.Client,
-  tables: readonly OrganizationTable[],
+  tables: readonly SourceTable[],
   where: string,
-): Promise<Map<OrganizationTable, string[]>> {
+): Promise<Map<SourceTable, string[]>> {
   const role = (await client.query<{ role: string }>('SELECT current_user AS role')).rows[0]!.role
   const schema = await client.query<{ usable: boolean }>(
     `SELECT has_schema_privilege('public', 'USAGE') AS usable`,
@@ -212,7 +228,7 @@ async function checkGrants(
     if (set === undefined) present.set(table, (set = new Set()))
     set.add(column)
   }
-  const columns = new Map<OrganizationTable, string[]>()
+  const columns = new Map<SourceTable, string[]>()
   for (const table of tables) {
     const have = present.get(table)
     if (have === undefined) throw new VerifyRefused(`${where} has no table public.${table}`)

@@ -16,6 +16,7 @@ import { currentGeneration } from '../../../src/layout.ts'
 import { consumerLag, Pipeline, TOPIC_PREFIX } from '../../support/e2e.ts'
 import {
   deleteRow,
+  insertApiKey,
   insertDocument,
   insertEnrollment,
   insertEnrollmentLineOfBusiness,
@@ -37,7 +38,7 @@ import { repoRoot, runEntry } from '../../support/processes.ts'
 
 /** The product tables verify reads: the README's grant, word for word. */
 const PRODUCT_TABLES =
-  'providers, provider_identifiers, provider_groups, group_memberships, service_locations, group_identifiers, enrollments, enrollment_requirements, enrollment_lines_of_business, enrollment_location_participations, group_enrollments, group_enrollment_lines_of_business, documents'
+  'organizations, api_keys, providers, provider_identifiers, provider_groups, group_memberships, service_locations, group_identifiers, enrollments, enrollment_requirements, enrollment_lines_of_business, enrollment_location_participations, group_enrollments, group_enrollment_lines_of_business, documents'
 
 interface Seeded {
   organizationId: string
@@ -204,6 +205,8 @@ describe('npm run verify', { timeout: 300_000 }, () => {
       expect(resource(report, b.organizationId, name).equal, name).toBeGreaterThan(0)
     }
     expect(report.lag.debezium).not.toBe('no-slot')
+    expect(report.control.status).toBe('equal')
+    expect(report.control.tables.find((t) => t.table === 'organizations')?.equal).toBe(2)
 
     // stderr is not a terminal here: progress is a log line, in rows.
     const table = await verify([], { LOG_LEVEL: 'info', PROGRESS_INTERVAL_MS: '50' })
@@ -361,6 +364,60 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     expect(existsSync(verifyDir) ? readdirSync(verifyDir) : []).toEqual([])
     expect(readdirSync(join(pipeline.dataDir, 'rebuilds'))).toEqual([])
     expect((await verifyJson()).code).toBe(0)
+  })
+
+  it('names API keys the replica holds otherwise than PostgreSQL: a revocation it missed, a key it made up', async () => {
+    const revoked = await insertApiKey(pipeline.sql, a.organizationId, {
+      revoked_at: '2026-01-02T03:04:05.000000Z',
+    })
+    await pipeline.caughtUp(pipeline.projector!)
+    const control = new Database(currentGeneration(pipeline.dataDir)!.controlPath)
+    const revokedAt = () =>
+      control.prepare('SELECT revoked_at FROM api_keys WHERE id = ?').pluck().get(revoked.id) as
+        string | null | undefined
+    await pipeline.eventually('the revoked key in control.db', () =>
+      Promise.resolve(typeof revokedAt() === 'string' ? true : undefined),
+    )
+    const stored = revokedAt()
+    const MADE_UP = '00000000-0000-4000-8000-0000000000fe'
+    try {
+      control.prepare('UPDATE api_keys SET revoked_at = NULL WHERE id = ?').run(revoked.id)
+      control
+        .prepare(
+          `INSERT INTO api_keys SELECT ?, organization_id, name, 'made-up-hash', scopes, created_at,
+             expires_at, NULL, source_lsn, from_snapshot FROM api_keys WHERE id = ?`,
+        )
+        .run(MADE_UP, revoked.id)
+
+      const { code, report } = await verifyJson()
+      expect(code).toBe(1)
+      expect(report.drift).toBe(true)
+      expect(report.organizations.filter((o) => o.status !== 'equal')).toEqual([])
+      expect(report.control.status).toBe('drifted')
+      expect(report.control.tables.find((t) => t.table === 'api_keys')).toEqual({
+        table: 'api_keys',
+        equal: 0,
+        differing: { count: 1, ids: [revoked.id] },
+        missing: { count: 0, ids: [] },
+        extra: { count: 1, ids: [MADE_UP] },
+      })
+
+      // Not mended by a per-organization rebuild: --repair rebuilds nothing and says what does.
+      const table = await verify(['--repair'])
+      expect(table.code).toBe(1)
+      expect(table.stdout).toContain(`control.db api_keys differing: ${revoked.id}`)
+      expect(table.stdout).toContain(`control.db api_keys extra in replica: ${MADE_UP}`)
+      expect(table.stdout).toContain('npm run projector -- --rebuild')
+      expect(table.stdout).not.toContain('Repair: rebuilt')
+      console.log(`verify report (control.db drift):\n${table.stdout}`)
+    } finally {
+      control.prepare('DELETE FROM api_keys WHERE id = ?').run(MADE_UP)
+      control.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ?').run(stored, revoked.id)
+      control.close()
+    }
+    const mended = await verifyJson()
+    expect(mended.code).toBe(0)
+    expect(mended.report.control.status).toBe('equal')
   })
 
   it('names a source change the connector never saw (stopped, its slot dropped)', async () => {

@@ -27,6 +27,13 @@ function report(overrides: Partial<VerifyReport> = {}): VerifyReport {
       debezium: 'slot',
     },
     organizations: [],
+    control: {
+      status: 'equal',
+      tables: [
+        { table: 'organizations', equal: 2, differing: none, missing: none, extra: none },
+        { table: 'api_keys', equal: 3, differing: none, missing: none, extra: none },
+      ],
+    },
     ...overrides,
   }
 }
@@ -80,10 +87,51 @@ describe('verify report', () => {
     const text = reportTable(drifted)
     expect(text).toMatch(new RegExp(`^${ORG} +providers +5 +22 +0 +0$`, 'm'))
     expect(text).toMatch(new RegExp(`^${OTHER} +\\(all\\) +8 +0 +0 +0$`, 'm'))
+    expect(text).toMatch(/^control\.db +\(all\) +5 +0 +0 +0$/m)
     expect(text).toContain(`${ORG} providers differing: p1 p2 (+20 more)`)
     expect(text).toContain('Drift: 1 of 2 organizations differ from PostgreSQL')
     expect(text).toContain('The replica was 3 change events behind')
     expect(exitCode(drifted)).toBe(1)
+  })
+
+  it("names control.db's rows that differ, and says what mends them", () => {
+    const revoked = report({
+      drift: true,
+      organizations: [
+        {
+          organizationId: ORG,
+          status: 'equal',
+          resources: [
+            { resource: 'providers', equal: 7, differing: none, missing: none, extra: none },
+          ],
+        },
+      ],
+      control: {
+        status: 'drifted',
+        tables: [
+          { table: 'organizations', equal: 1, differing: none, missing: none, extra: none },
+          {
+            table: 'api_keys',
+            equal: 2,
+            differing: { count: 1, ids: ['k1'] },
+            missing: none,
+            extra: { count: 1, ids: ['k9'] },
+          },
+        ],
+      },
+    })
+    const text = reportTable(revoked)
+    expect(text).toMatch(/^control\.db +api_keys +2 +1 +0 +1$/m)
+    expect(text).toContain('control.db api_keys differing: k1')
+    expect(text).toContain('control.db api_keys extra in replica: k9')
+    expect(text).toContain(
+      'Drift: control.db differs from PostgreSQL; the documents of 1 organization do not',
+    )
+    expect(text).toContain('npm run projector -- --rebuild')
+    expect(exitCode(revoked)).toBe(1)
+    const unsettled = report({ control: { ...revoked.control, status: 'unsettled' } })
+    expect(reportTable(unsettled)).toContain('control.db: changed after every snapshot taken')
+    expect(exitCode(unsettled)).toBe(1)
   })
 
   it('exit codes: 0 without drift, 1 with drift left after a repair or an unsettled organization', () => {
