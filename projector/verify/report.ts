@@ -122,43 +122,12 @@ function tableLines(report: VerifyReport, verb: string): string[] {
   const header = ['organization', 'resource', 'equal', 'differing', 'missing', 'extra']
   const rows: string[][] = [header]
   const details: string[] = []
-  for (const organization of report.organizations) {
-    if (!hasDrift(organization.resources)) {
-      // One row for an organization with nothing to show: its documents, all equal.
-      const equal = organization.resources.reduce((sum, r) => sum + r.equal, 0)
-      rows.push([organization.organizationId, '(all)', String(equal), '0', '0', '0'])
-    }
-    for (const r of hasDrift(organization.resources) ? organization.resources : []) {
-      const drifted = r.differing.count + r.missing.count + r.extra.count > 0
-      rows.push([
-        organization.organizationId,
-        r.resource,
-        String(r.equal),
-        String(r.differing.count),
-        String(r.missing.count),
-        String(r.extra.count),
-      ])
-      if (!drifted) continue
-      for (const [what, sample] of [
-        ['differing', r.differing],
-        ['missing in replica', r.missing],
-        ['extra in replica', r.extra],
-      ] as const) {
-        if (sample.count === 0) continue
-        const more =
-          sample.count > sample.ids.length ? ` (+${sample.count - sample.ids.length} more)` : ''
-        details.push(
-          `${organization.organizationId} ${r.resource} ${what}: ${sample.ids.join(' ')}${more}`,
-        )
-      }
-    }
-    if (organization.status === 'unsettled') {
-      details.push(
-        `${organization.organizationId}: changed after every snapshot taken: its differences may be lag, not counted`,
-      )
-    }
+  for (const o of report.organizations) {
+    const parts = o.resources.map((r) => ({ name: r.resource, ...r }))
+    subjectLines(o.organizationId, o.status, parts, rows, details)
   }
-  controlLines(report.control, rows, details)
+  const controlParts = report.control.tables.map((t) => ({ name: t.table, ...t }))
+  subjectLines('control.db', report.control.status, controlParts, rows, details)
   if (rows.length > 1) lines.push(...alignedRows(rows), '')
   if (details.length > 0) lines.push(...details, '')
   const total = report.organizations.length
@@ -182,37 +151,54 @@ function tableLines(report: VerifyReport, verb: string): string[] {
   return lines
 }
 
-/** control.db's rows in the table: one row when all is equal, else one per table. */
-function controlLines(control: ControlVerdict, rows: string[][], details: string[]): void {
-  const counts = (d: ControlTableDiff) => d.differing.count + d.missing.count + d.extra.count
-  if (control.tables.every((d) => counts(d) === 0)) {
-    const equal = control.tables.reduce((sum, d) => sum + d.equal, 0)
-    rows.push(['control.db', '(all)', String(equal), '0', '0', '0'])
-  } else {
-    for (const d of control.tables) {
-      rows.push([
-        'control.db',
-        d.table,
-        String(d.equal),
-        String(d.differing.count),
-        String(d.missing.count),
-        String(d.extra.count),
-      ])
-      for (const [what, sample] of [
-        ['differing', d.differing],
-        ['missing in replica', d.missing],
-        ['extra in replica', d.extra],
-      ] as const) {
-        if (sample.count === 0) continue
-        const more =
-          sample.count > sample.ids.length ? ` (+${sample.count - sample.ids.length} more)` : ''
-        details.push(`control.db ${d.table} ${what}: ${sample.ids.join(' ')}${more}`)
-      }
+/** What one line of the table counts: a resource's documents, or a control.db table's rows. */
+interface Counted {
+  name: string
+  equal: number
+  differing: IdSample
+  missing: IdSample
+  extra: IdSample
+}
+
+/**
+ * The table's lines of one organization (or of control.db): one `(all)` row when nothing differs,
+ * else a row per part and the ids that differ; and whether it kept changing.
+ */
+function subjectLines(
+  subject: string,
+  status: OrganizationStatus,
+  parts: readonly Counted[],
+  rows: string[][],
+  details: string[],
+): void {
+  const differs = (p: Counted) => p.differing.count + p.missing.count + p.extra.count > 0
+  if (!parts.some(differs)) {
+    const equal = parts.reduce((sum, p) => sum + p.equal, 0)
+    rows.push([subject, '(all)', String(equal), '0', '0', '0'])
+  }
+  for (const p of parts.some(differs) ? parts : []) {
+    rows.push([
+      subject,
+      p.name,
+      String(p.equal),
+      String(p.differing.count),
+      String(p.missing.count),
+      String(p.extra.count),
+    ])
+    for (const [what, sample] of [
+      ['differing', p.differing],
+      ['missing in replica', p.missing],
+      ['extra in replica', p.extra],
+    ] as const) {
+      if (sample.count === 0) continue
+      const more =
+        sample.count > sample.ids.length ? ` (+${sample.count - sample.ids.length} more)` : ''
+      details.push(`${subject} ${p.name} ${what}: ${sample.ids.join(' ')}${more}`)
     }
   }
-  if (control.status === 'unsettled') {
+  if (status === 'unsettled') {
     details.push(
-      'control.db: changed after every snapshot taken: its differences may be lag, not counted',
+      `${subject}: changed after every snapshot taken: its differences may be lag, not counted`,
     )
   }
 }
