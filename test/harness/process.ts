@@ -109,12 +109,17 @@ function ephemeralRangeLow(): number {
   }
 }
 
+/** Ports this process handed out: two calls at once (Promise.all) never get the same one. */
+const handedOut = new Set<number>()
+
 /** A TCP port free on 127.0.0.1 right now, outside the range outgoing connections draw from. */
 export async function freePort(): Promise<number> {
   if (LISTEN_PORTS.high - LISTEN_PORTS.low < 1000) return bindablePort(0)
   for (let attempt = 0; attempt < 50; attempt++) {
     const span = LISTEN_PORTS.high - LISTEN_PORTS.low + 1
     const candidate = LISTEN_PORTS.low + Math.floor(Math.random() * span)
+    if (handedOut.has(candidate)) continue
+    handedOut.add(candidate)
     try {
       return await bindablePort(candidate)
     } catch (error) {

@@ -200,9 +200,10 @@ describe('harness', () => {
     after.disconnect()
   })
 
-  it('hands out listening ports below the range outgoing connections draw from', async () => {
+  it('hands out distinct listening ports below the range outgoing connections draw from', async () => {
     const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)
     const ports = await Promise.all(Array.from({ length: 20 }, () => freePort()))
+    expect(new Set(ports).size).toBe(ports.length)
     for (const port of ports) {
       expect(port).toBeGreaterThanOrEqual(1024)
       expect(port).toBeLessThan(Number(low))
