@@ -11,6 +11,10 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
+          // Some unit tests drive real SQLite files through many small commits, each synced to
+          // disk (synchronous=FULL): 2-3 s alone, up to 6.7 s beside the integration project on
+          // two cores, past vitest's 5 s default.
+          testTimeout: 30_000,
         },
       },
       {
