@@ -249,6 +249,23 @@ function caughtUp(live: Generation): boolean {
 }
 
 /**
+ * Removes what killed rebuilds left, unless a rebuild runs now (it holds the lock, and clears
+ * them itself when it starts). For `verify --repair`, whose killed runs leave a rebuild's scratch
+ * folder and which rebuilds nothing when it finds no drift.
+ */
+export function removeRebuildLeftovers(dataDir: string, logger: Logger, now: Date): void {
+  const live = currentGeneration(dataDir)
+  if (live === undefined) return
+  const lock = acquireRebuildLock(dataDir, 'verify --repair (clearing leftovers)', now)
+  if (!lock.held) return
+  try {
+    removeLeftovers(join(dataDir, 'rebuilds'), live, logger)
+  } finally {
+    lock.release()
+  }
+}
+
+/**
  * What a killed run left: its scratch folder, and rebuilt files moved into the live folder that
  * no request names and control.db does not point at. Called with the lock held.
  */

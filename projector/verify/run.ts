@@ -33,7 +33,7 @@ import {
 import { readOrganizationFiles } from '../control-file.ts'
 import { compareDocumentFiles, comparedResources, type ResourceDiff } from '../documents/index.ts'
 import { processAlive } from '../rebuild/lock.ts'
-import { rebuildAside } from '../rebuild/run.ts'
+import { rebuildAside, removeRebuildLeftovers } from '../rebuild/run.ts'
 import { buildExpected } from './build.ts'
 import { compareControlFiles, controlDrifted, type ControlTableDiff } from './control.ts'
 import {
@@ -90,6 +90,9 @@ export async function verifyReplica(
   try {
     const verifyDir = join(config.projector.dataDir, 'verify')
     removeLeftovers(verifyDir, deps.logger)
+    // A killed --repair may have left a rebuild's scratch folder, and this run may rebuild
+    // nothing (a killed run's rebuild can have been handed over): cleared here either way.
+    if (options.repair) removeRebuildLeftovers(config.projector.dataDir, deps.logger, new Date())
     checkDiskSpace(config.projector.dataDir, live, options.organizations)
     const context = { deps, live, kafka, groupId, verifyDir }
     const report = await checkOrganizations(context, options.organizations, options.organizations)

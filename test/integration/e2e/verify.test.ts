@@ -6,7 +6,7 @@
 import Database from 'better-sqlite3'
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -364,6 +364,15 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     expect(existsSync(verifyDir) ? readdirSync(verifyDir) : []).toEqual([])
     expect(readdirSync(join(pipeline.dataDir, 'rebuilds'))).toEqual([])
     expect((await verifyJson()).code).toBe(0)
+
+    // A killed run's rebuild may have been handed over: the next --repair finds no drift and
+    // rebuilds nothing, and still clears the scratch folder that run left.
+    const left = join(pipeline.dataDir, 'rebuilds', '20260101000000000-0a0b0c')
+    mkdirSync(join(left, 'data'), { recursive: true })
+    const clean = await verifyJson(['--repair'])
+    expect(clean.code).toBe(0)
+    expect(clean.report.repair).toBeUndefined()
+    expect(readdirSync(join(pipeline.dataDir, 'rebuilds'))).toEqual([])
   })
 
   it('names API keys the replica holds otherwise than PostgreSQL: a revocation it missed, a key it made up', async () => {
