@@ -3,7 +3,6 @@
 // after it returns, so every effect is in a committed file before its offset is.
 import { readdirSync, statSync } from 'node:fs'
 import type { Logger } from 'pino'
-import { controlTables, type OrganizationTable } from '../schema/events.ts'
 import { parseOrganizationFileName, type Generation } from '../src/layout.ts'
 import { openForWriting } from '../src/sqlite.ts'
 import {
@@ -20,13 +19,8 @@ import {
   type ControlEvent,
   type ControlFile,
 } from './control-file.ts'
-import {
-  decodeRecord,
-  laterCommit,
-  type BadEventReason,
-  type RowChange,
-  type SourceRecord,
-} from './decode.ts'
+import { classifyRecord } from './classify.ts'
+import { laterCommit, type BadEventReason, type SourceRecord } from './decode.ts'
 import type { DocumentKind, RefreshStats } from './documents/index.ts'
 import { restampAgainstLive } from './documents/restamp.ts'
 import {
@@ -400,32 +394,26 @@ export function createApplier(options: ApplierOptions): Applier {
       // rest.
       const decodeAndRoute = () => {
         for (const record of records) {
-          const decoded = decodeRecord(record, topicPrefix)
-          if (decoded.kind === 'skipped') {
+          const classified = classifyRecord(record, topicPrefix)
+          if (classified.kind === 'skipped') {
             outcome.skipped++
             continue
           }
-          if (decoded.kind === 'bad') {
-            outcome.deadLetters.push({ record, reason: decoded.reason, message: decoded.message })
-            count(decoded.table ?? 'unknown', 'dead_lettered')
+          if (classified.kind === 'bad') {
+            const { reason, message } = classified
+            outcome.deadLetters.push({ record, reason, message })
+            count(classified.table, 'dead_lettered')
             continue
-          }
-          const change = decoded.change
-          const origin = {
-            topic: record.topic,
-            partition: record.partition,
-            offset: Number(record.offset),
           }
           outcome.latestCommittedAtMs = laterCommit(
             outcome.latestCommittedAtMs,
-            change.position.committedAtMs,
+            classified.committedAtMs,
           )
-
-          if (controlTables.has(change.table)) {
-            controlEvents.push({ change: change as ControlEvent['change'], origin })
+          if (classified.kind === 'control') {
+            controlEvents.push(classified.event)
             continue
           }
-          const orgChange = change as RowChange & { table: OrganizationTable }
+          const { change: orgChange, origin } = classified.event
           if (orgChange.kind === 'truncate') {
             // Every organization with a file, and those whose first rows came earlier in this
             // batch (their files do not exist yet, but their rows are about to).

@@ -16,11 +16,12 @@
 import { dirname } from 'node:path'
 import { Worker } from 'node:worker_threads'
 import type { Logger } from 'pino'
-import { controlTables, type OrganizationTable } from '../schema/events.ts'
+import type { OrganizationTable } from '../schema/events.ts'
 import { createApplier, type ApplierOptions, type BatchOutcome, type DeadLetter } from './apply.ts'
 import { typescriptWorkerSource } from './build-pool.ts'
+import { classifyRecord } from './classify.ts'
 import type { ControlEvent, ControlFile } from './control-file.ts'
-import { decodeRecord, laterCommit, type RowChange, type SourceRecord } from './decode.ts'
+import { laterCommit, type SourceRecord } from './decode.ts'
 import type { RefreshStats } from './documents/index.ts'
 import { LaneAssignment, laneHint, type LaneHint } from './lane-hint.ts'
 import {
@@ -440,35 +441,27 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
     }
     // What the bytes did not name: decoded here, as apply.ts does.
     const decoded: PackDecoded = (record, index) => {
-      const result = decodeRecord(record, topicPrefix)
-      if (result.kind === 'skipped') {
+      const classified = classifyRecord(record, topicPrefix)
+      if (classified.kind === 'skipped') {
         outcome.skipped++
         return
       }
-      if (result.kind === 'bad') {
-        letters.push({
-          order: index,
-          letter: { record, reason: result.reason, message: result.message },
-        })
-        tally(result.table ?? 'unknown', 'dead_lettered')
+      if (classified.kind === 'bad') {
+        const { reason, message } = classified
+        letters.push({ order: index, letter: { record, reason, message } })
+        tally(classified.table, 'dead_lettered')
         return
-      }
-      const change = result.change
-      const origin = {
-        topic: record.topic,
-        partition: record.partition,
-        offset: Number(record.offset),
       }
       outcome.latestCommittedAtMs = laterCommit(
         outcome.latestCommittedAtMs,
-        change.position.committedAtMs,
+        classified.committedAtMs,
       )
-      if (controlTables.has(change.table)) {
-        controlEvents.push({ change: change as ControlEvent['change'], origin })
+      if (classified.kind === 'control') {
+        controlEvents.push(classified.event)
         return
       }
-      const orgChange = change as RowChange & { table: OrganizationTable }
-      const event = { change: orgChange, origin }
+      const event = classified.event
+      const { change: orgChange, origin } = event
       if (orgChange.kind === 'truncate') {
         // Every organization with a file, and those whose first rows came earlier in this batch.
         steps.push(() => {

@@ -1,0 +1,37 @@
+// A record as an applier takes it: skipped, a dead letter, an event for control.db, or an event
+// for an organization's file. Shared by the one-thread applier (apply.ts), which then routes each
+// event at once, and the lanes' main thread (lanes.ts), which routes after the batch's routes are
+// read. Pure.
+import { controlTables } from '../schema/events.ts'
+import type { ControlEvent } from './control-file.ts'
+import { decodeRecord, type BadEventReason, type SourceRecord } from './decode.ts'
+import type { OrganizationEvent } from './organization-file.ts'
+
+export type ClassifiedRecord =
+  | { kind: 'skipped' }
+  | { kind: 'bad'; reason: BadEventReason; message: string; table: string }
+  | { kind: 'control'; event: ControlEvent; committedAtMs: number | undefined }
+  | { kind: 'organization'; event: OrganizationEvent; committedAtMs: number | undefined }
+
+export function classifyRecord(record: SourceRecord, topicPrefix: string): ClassifiedRecord {
+  const decoded = decodeRecord(record, topicPrefix)
+  if (decoded.kind === 'skipped') return { kind: 'skipped' }
+  if (decoded.kind === 'bad') {
+    const { reason, message } = decoded
+    return { kind: 'bad', reason, message, table: decoded.table ?? 'unknown' }
+  }
+  const { change } = decoded
+  const origin = { topic: record.topic, partition: record.partition, offset: Number(record.offset) }
+  const committedAtMs = change.position.committedAtMs
+  return controlTables.has(change.table)
+    ? {
+        kind: 'control',
+        event: { change: change as ControlEvent['change'], origin },
+        committedAtMs,
+      }
+    : {
+        kind: 'organization',
+        event: { change: change as OrganizationEvent['change'], origin },
+        committedAtMs,
+      }
+}

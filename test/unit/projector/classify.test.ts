@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest'
+import { classifyRecord } from '../../../projector/classify.ts'
+import { ORG_A, organizationRow, providerRow, record, uuid } from '../../support/debezium.ts'
+
+describe('classifyRecord', () => {
+  it("sends organizations' rows to control.db and tenant rows to a file, with where they came from", () => {
+    const org = classifyRecord(
+      record({ table: 'organizations', op: 'c', after: organizationRow(ORG_A), offset: 7 }),
+      'product',
+    )
+    expect(org).toMatchObject({
+      kind: 'control',
+      event: {
+        change: { kind: 'upsert', table: 'organizations', id: ORG_A },
+        origin: { topic: 'product.public.organizations', partition: 0, offset: 7 },
+      },
+      committedAtMs: 1_763_719_200_000,
+    })
+    const provider = classifyRecord(
+      record({ table: 'providers', op: 'd', before: providerRow(uuid(1), ORG_A), partition: 2 }),
+      'product',
+    )
+    expect(provider).toMatchObject({
+      kind: 'organization',
+      event: {
+        change: { kind: 'delete', table: 'providers', id: uuid(1) },
+        origin: { partition: 2 },
+      },
+    })
+  })
+
+  it('names the table of a dead letter, and skips what is not a change', () => {
+    const bad = classifyRecord(
+      record({ table: 'providers', op: 'c', after: { ...providerRow(uuid(2), ORG_A), npi: 7 } }),
+      'product',
+    )
+    expect(bad).toMatchObject({ kind: 'bad', reason: 'schema_mismatch', table: 'providers' })
+    const tombstone = { topic: 'product.public.providers', partition: 0, offset: '1', key: null }
+    expect(classifyRecord({ ...tombstone, value: null }, 'product')).toEqual({ kind: 'skipped' })
+  })
+})
