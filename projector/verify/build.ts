@@ -3,13 +3,13 @@
 // scratch generation (DATA_DIR/verify/<run>/), and the documents built once at the end, as an
 // initial load builds them. The live replica is not read or written here.
 import { join } from 'node:path'
-import { controlTables } from '../../schema/events.ts'
 import type { Logger } from 'pino'
+import { controlTables, sourceTables } from '../../schema/events.ts'
 import type { ProjectorConfig } from '../../src/config.ts'
 import { prepareGeneration, type Generation } from '../../src/layout.ts'
 import { createApplier } from '../apply.ts'
 import { snapshotRecord } from './records.ts'
-import { verifiedTables, type ProductDatabase } from './source.ts'
+import type { ProductDatabase } from './source.ts'
 
 export interface ExpectedReplica {
   readonly generation: Generation
@@ -61,7 +61,7 @@ export async function buildExpected(deps: BuildExpectedDeps): Promise<ExpectedRe
   let rows = 0
   let refused = 0
   try {
-    for (const table of verifiedTables) {
+    for (const table of sourceTables) {
       const only = controlTables.has(table) ? deps.controlScope : deps.organizations
       await database.readTable(table, only, (page) => {
         if (deps.signal?.aborted === true) throw new VerifyStopped('verify was stopped')

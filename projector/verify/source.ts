@@ -7,22 +7,7 @@
 // Values are asked for as text where Debezium's encoding differs from pg's default parsing, and
 // turned into what Debezium writes (records.ts); the projector's own decoder does the rest.
 import pg from 'pg'
-import {
-  organizationTables,
-  rowSchemas,
-  type ControlTable,
-  type SourceTable,
-} from '../../schema/events.ts'
-
-/**
- * What verify reads: control.db's tables first (organizations, and API keys by their hashes: a
- * key revoked in PostgreSQL and still accepted by the replica is the drift that matters most),
- * then every organization table.
- */
-export const verifiedTables: readonly SourceTable[] = [
-  ...(['organizations', 'api_keys'] satisfies ControlTable[]),
-  ...organizationTables,
-]
+import { rowSchemas, sourceTables, type SourceTable } from '../../schema/events.ts'
 
 /** A problem found before anything was compared: one line for the operator, exit 2. */
 export class VerifyRefused extends Error {
@@ -131,7 +116,9 @@ export async function openProductDatabase(
               now() AS at`,
     )
     const { lsn, at } = position.rows[0]!
-    const tables = options.tables ?? verifiedTables
+    // Every table the replica stores, control.db's too: a key revoked in PostgreSQL and still
+    // accepted by the replica is drift no document shows.
+    const tables = options.tables ?? sourceTables
     const columns = await checkGrants(client, tables, where)
     return {
       snapshot: { lsn, lsnNumber: lsnToNumber(lsn), at: new Date(at) },

@@ -93,8 +93,8 @@ export function makeTempDir(prefix: string): { path: string; remove(): void } {
 
 // Ports handed out below the kernel's ephemeral range: a port taken from inside it can be taken
 // again, between freePort() and the child's listen(), as the source port of any outgoing
-// connection (the test files run in parallel and open thousands). A CI run failed that way: the
-// api exited with EADDRINUSE. Below the range only another listener can collide, and every
+// connection (a test's JVMs, Kafka clients and fetches open thousands). A CI run failed that way:
+// the api exited with EADDRINUSE. Below the range only another listener can collide, and every
 // listener the tests start takes its port from here, checked by a bind.
 const EPHEMERAL_LOW = ephemeralRangeLow()
 const LISTEN_PORTS = { low: Math.max(10_000, EPHEMERAL_LOW - 20_000), high: EPHEMERAL_LOW - 1 }
