@@ -1,11 +1,13 @@
-// `npm run bench:projector:stages`: what the first stages of the projector's write path cost per
-// event on this machine, on the bench dataset in both of the JsonConverter's encodings (with
-// schemas, Debezium's default, and schemas.enable=false), in one pass each on one thread as the
-// projector runs them: reading and parsing the file (sources/file.ts), decoding and validating
-// (decode.ts), and routing each row in control.db (control-file.ts, transactions held as in an
-// initial load). What 50,000 events/s allows per event (20 µs), less these, is what is left for
-// the organization files' writes and the document build; `npm run bench:projector` measures the
-// whole.
+// `npm run bench:projector:stages`: what each stage of the projector's write path costs per event
+// on this machine, on the bench dataset in both of the JsonConverter's encodings (with schemas,
+// Debezium's default, and schemas.enable=false), in one pass each on one thread as the projector
+// runs them: reading and parsing the file (sources/file.ts), decoding and validating (decode.ts),
+// routing each row in control.db (control-file.ts), writing the mirror rows into the organization
+// files (organization-file.ts) and building their documents once at the end, all with
+// transactions held as in an initial load. No lanes, no coordination: their sum is what one
+// event costs one core, and cores / sum is the most any split of this work over the cores could
+// reach (`ceilingEventsPerSecond`, for the machine's cores). `npm run bench:projector` measures
+// the whole projector.
 //
 // For comparison, in the same run: the first --compare-events lines read by the file source
 // (sourceParseMicros) and the same lines parsed each whole by JSON.parse (what the file source
@@ -15,17 +17,23 @@
 //   npm run bench:projector:stages [-- --events 1000000] [--compare-events 200000]
 //       [--encoding schemas|schemaless|both]
 //
-// Ends with one line of JSON: {"events", "schemas": {...}, "schemaless": {...}, "budgetMicros"},
-// each encoding with "readAndParseMicros", "decodeMicros", "routeMicros", "firstStagesMicros",
-// "sourceParseMicros", "wholeLineJsonParseMicros", per event.
+// Ends with one line of JSON: {"events", "cores", "schemas": {...}, "schemaless": {...},
+// "budgetMicros"}, each encoding with "readAndParseMicros", "decodeMicros", "routeMicros",
+// "firstStagesMicros" (the three before), "writeMicros", "buildMicros", "wholePathMicros",
+// "sourceParseMicros", "wholeLineJsonParseMicros", per event, and "ceilingEventsPerSecond".
 import { mkdtempSync, rmSync } from 'node:fs'
 import { open } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { controlTables, type OrganizationTable } from '../schema/events.ts'
 import { openControlFile } from '../projector/control-file.ts'
-import { decodeRecord, type RowChange } from '../projector/decode.ts'
+import { cacheShares } from '../projector/cache-budget.ts'
+import { classifyRecord } from '../projector/classify.ts'
+import {
+  openOrganizationFile,
+  type OrganizationFile,
+  type OrganizationEvent,
+} from '../projector/organization-file.ts'
 import { FILE_BATCH_RECORDS, LOAD_COMMIT_EVENTS } from '../projector/projector.ts'
 import { readRecordBatches } from '../projector/sources/file.ts'
 import { type BenchEncoding, benchDataset } from './dataset.ts'
@@ -53,6 +61,9 @@ const encodings: BenchEncoding[] =
         })()
 
 const TARGET_EVENTS_PER_SECOND = 50_000
+const CORES = availableParallelism()
+/** SQLITE_CACHE_MB's default (src/config.ts). */
+const DEFAULT_CACHE_BYTES = 32 << 20
 /** The dataset's topic prefix (scripts/dataset), the projector's default. */
 const TOPIC_PREFIX = 'product'
 
@@ -63,67 +74,125 @@ interface StageMicros {
   decodeMicros: number
   routeMicros: number
   firstStagesMicros: number
+  writeMicros: number
+  buildMicros: number
+  wholePathMicros: number
+  ceilingEventsPerSecond: number
   sourceParseMicros: number | null
   wholeLineJsonParseMicros: number | null
 }
 
-/** The three stages over the file, as the projector runs them; µs per event. */
+/** Events applied to a file at a time in an initial load, as a lane applies them (lane.ts). */
+const APPLY_EVENTS = 500
+
+/** Every stage over the file, as the projector runs them; µs per event. */
 async function stages(path: string): Promise<{ events: number; micros: StageMicros }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-stages-'))
   const control = openControlFile(join(dir, 'control.db'))
-  const nanos = { readAndParse: 0n, decode: 0n, route: 0n }
+  const files = new Map<string, OrganizationFile>()
+  const fileOf = (organizationId: string) => {
+    let file = files.get(organizationId)
+    if (file === undefined) {
+      file = openOrganizationFile(organizationId, join(dir, `${organizationId}.db`), {
+        offsetGuard: false,
+        deferDocuments: true,
+      })
+      files.set(organizationId, file)
+      // The projector's default budget, shared as the projector shares it (cache-budget.ts).
+      const { organizationKiB } = cacheShares(DEFAULT_CACHE_BYTES, files.size)
+      for (const each of files.values()) each.setCacheKiB(organizationKiB)
+      file.begin()
+    }
+    return file
+  }
+  control.setCacheKiB(cacheShares(DEFAULT_CACHE_BYTES, 1).controlKiB)
+  const nanos = { readAndParse: 0n, decode: 0n, route: 0n, write: 0n, build: 0n }
+  const appliedAt = new Date()
+  const ignore = () => {}
   let events = 0
   let uncommitted = 0
+  const commitAll = () => {
+    for (const file of files.values()) {
+      file.commit()
+      file.begin()
+    }
+    control.commit()
+  }
   try {
     const batches = readRecordBatches(path, FILE_BATCH_RECORDS)
     for (;;) {
       let started = process.hrtime.bigint()
       const next = await batches.next()
-      let now = process.hrtime.bigint()
-      nanos.readAndParse += now - started
+      let clock = process.hrtime.bigint()
+      nanos.readAndParse += clock - started
       if (next.done === true) break
       const records = next.value
 
-      started = now
-      const changes: Array<RowChange & { table: OrganizationTable }> = []
+      started = clock
+      const decoded: OrganizationEvent[] = []
       for (const record of records) {
-        const decoded = decodeRecord(record, TOPIC_PREFIX)
-        if (decoded.kind === 'change' && !controlTables.has(decoded.change.table))
-          changes.push(decoded.change as RowChange & { table: OrganizationTable })
+        const classified = classifyRecord(record, TOPIC_PREFIX)
+        if (classified.kind === 'organization') decoded.push(classified.event)
       }
-      now = process.hrtime.bigint()
-      nanos.decode += now - started
+      clock = process.hrtime.bigint()
+      nanos.decode += clock - started
 
-      started = now
+      started = clock
+      const routed: Array<[string, OrganizationEvent]> = []
       control.begin()
       control.transaction(() => {
-        for (const change of changes) {
+        for (const event of decoded) {
+          const { change } = event
+          let organizationId: string | undefined
           if (change.kind === 'upsert') {
-            const organizationId = (change.row as { organization_id: string }).organization_id
+            organizationId = (change.row as { organization_id: string }).organization_id
             control.route(change.table, change.id, organizationId)
-          } else if (change.kind === 'delete') control.routeOf(change.table, change.id)
+          } else if (change.kind === 'delete')
+            organizationId = control.routeOf(change.table, change.id)
+          if (organizationId !== undefined) routed.push([organizationId, event])
         }
       })
+      clock = process.hrtime.bigint()
+      nanos.route += clock - started
+
+      started = clock
+      for (let from = 0; from < routed.length; from += APPLY_EVENTS) {
+        const byOrganization = new Map<string, OrganizationEvent[]>()
+        for (const [organizationId, event] of routed.slice(from, from + APPLY_EVENTS)) {
+          let list = byOrganization.get(organizationId)
+          if (list === undefined) byOrganization.set(organizationId, (list = []))
+          list.push(event)
+        }
+        for (const [organizationId, list] of byOrganization)
+          fileOf(organizationId).apply(list, appliedAt, ignore)
+      }
       uncommitted += records.length
       if (uncommitted >= LOAD_COMMIT_EVENTS) {
-        control.commit()
+        commitAll()
         uncommitted = 0
       }
-      nanos.route += process.hrtime.bigint() - started
+      nanos.write += process.hrtime.bigint() - started
       events += records.length
       if (events >= targetEvents) {
         await batches.return(undefined)
         break
       }
     }
-    const started = process.hrtime.bigint()
+    let started = process.hrtime.bigint()
+    for (const file of files.values()) file.commit()
     control.commit()
-    nanos.route += process.hrtime.bigint() - started
+    nanos.write += process.hrtime.bigint() - started
+
+    started = process.hrtime.bigint()
+    for (const file of files.values()) file.buildDocuments(appliedAt)
+    nanos.build += process.hrtime.bigint() - started
   } finally {
+    for (const file of files.values()) file.close()
     control.close()
     rmSync(dir, { recursive: true, force: true })
   }
   const perEvent = (n: bigint) => Number((Number(n) / 1000 / events).toFixed(2))
+  const whole = nanos.readAndParse + nanos.decode + nanos.route + nanos.write + nanos.build
   return {
     events,
     micros: {
@@ -131,6 +200,10 @@ async function stages(path: string): Promise<{ events: number; micros: StageMicr
       decodeMicros: perEvent(nanos.decode),
       routeMicros: perEvent(nanos.route),
       firstStagesMicros: perEvent(nanos.readAndParse + nanos.decode + nanos.route),
+      writeMicros: perEvent(nanos.write),
+      buildMicros: perEvent(nanos.build),
+      wholePathMicros: perEvent(whole),
+      ceilingEventsPerSecond: Math.round((CORES * 1e9 * events) / Number(whole)),
       sourceParseMicros: null,
       wholeLineJsonParseMicros: null,
     },
@@ -183,7 +256,7 @@ async function wholeLineJsonParse(path: string, limit: number): Promise<number> 
   return Number((Number(process.hrtime.bigint() - started) / 1000 / lines).toFixed(2))
 }
 
-const result: Record<string, unknown> & { events: number } = { events: 0 }
+const result: Record<string, unknown> & { events: number } = { events: 0, cores: CORES }
 for (const encoding of encodings) {
   const { path } = await benchDataset(targetEvents, log, encoding)
   const { events, micros } = await stages(path)
@@ -203,7 +276,9 @@ for (const encoding of encodings) {
     `${encoding}: ${events} events, per event: read and parse ${micros.readAndParseMicros} µs ` +
       `(first ${compareEvents} lines: ${micros.sourceParseMicros ?? '-'} µs, JSON.parse of each ` +
       `whole line ${micros.wholeLineJsonParseMicros ?? '-'} µs), decode ` +
-      `${micros.decodeMicros} µs, route ${micros.routeMicros} µs; in all ${micros.firstStagesMicros} µs`,
+      `${micros.decodeMicros} µs, route ${micros.routeMicros} µs (these three ${micros.firstStagesMicros} µs), ` +
+      `write ${micros.writeMicros} µs, build ${micros.buildMicros} µs; in all ${micros.wholePathMicros} µs, ` +
+      `at most ${micros.ceilingEventsPerSecond} events/s on ${CORES} cores`,
   )
 }
 result.budgetMicros = 1e6 / TARGET_EVENTS_PER_SECOND
