@@ -151,7 +151,7 @@ async function kafkaOnly(
   topics: string[],
   total: number,
   groupId: string,
-): Promise<number> {
+): Promise<{ recordsPerSecond: number; cpuMicrosPerRecord: number }> {
   const consumer = kafka.consumer({
     groupId,
     maxBytesPerPartition: 8 * 1024 * 1024,
@@ -160,6 +160,7 @@ async function kafkaOnly(
   // Timed as the projector is, from before connecting (joining a group takes a moment) to the
   // last record: both rates carry the same start-up.
   const started = process.hrtime.bigint()
+  const cpu = process.cpuUsage()
   await consumer.connect()
   await consumer.subscribe({ topics, fromBeginning: true })
   let seen = 0
@@ -175,8 +176,9 @@ async function kafkaOnly(
   })
   await done
   const seconds = Number(process.hrtime.bigint() - started) / 1e9
+  const { user, system } = process.cpuUsage(cpu)
   await consumer.disconnect()
-  return seen / seconds
+  return { recordsPerSecond: seen / seconds, cpuMicrosPerRecord: (user + system) / seen }
 }
 
 /** The number of lanes a projector with this configuration runs (1 until lanes exist). */
@@ -201,8 +203,10 @@ async function kafkaRun(
   const ends = await endOffsets(admin, topics)
 
   log(`${encoding}: kafkajs alone...`)
-  const only = Math.round(await kafkaOnly(kafka, topics, produced, `bench-kafkajs-${encoding}`))
-  log(`  ${only} records/s`)
+  const alone = await kafkaOnly(kafka, topics, produced, `bench-kafkajs-${encoding}`)
+  const only = Math.round(alone.recordsPerSecond)
+  // The client's own CPU is part of any consumer's cost per record, the projector's included.
+  log(`  ${only} records/s, ${alone.cpuMicrosPerRecord.toFixed(2)} µs of CPU per record`)
 
   log(`${encoding}: projector on Kafka...`)
   const groupId = `bench-projector-${encoding}`
