@@ -36,6 +36,7 @@ import {
 } from '../projector/organization-file.ts'
 import { FILE_BATCH_RECORDS, LOAD_COMMIT_EVENTS } from '../projector/projector.ts'
 import { readRecordBatches } from '../projector/sources/file.ts'
+import { loadProjectorConfig } from '../src/config.ts'
 import { type BenchEncoding, benchDataset } from './dataset.ts'
 
 const { values } = parseArgs({
@@ -62,8 +63,6 @@ const encodings: BenchEncoding[] =
 
 const TARGET_EVENTS_PER_SECOND = 50_000
 const CORES = availableParallelism()
-/** SQLITE_CACHE_MB's default (src/config.ts). */
-const DEFAULT_CACHE_BYTES = 32 << 20
 /** The dataset's topic prefix (scripts/dataset), the projector's default. */
 const TOPIC_PREFIX = 'product'
 
@@ -89,6 +88,8 @@ const APPLY_EVENTS = 500
 async function stages(path: string): Promise<{ events: number; micros: StageMicros }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-stages-'))
   const control = openControlFile(join(dir, 'control.db'))
+  // The projector's default cache budget, shared as the projector shares it (cache-budget.ts).
+  const { sqliteCacheBytes } = loadProjectorConfig({ DATA_DIR: dir })
   const files = new Map<string, OrganizationFile>()
   const fileOf = (organizationId: string) => {
     let file = files.get(organizationId)
@@ -98,14 +99,13 @@ async function stages(path: string): Promise<{ events: number; micros: StageMicr
         deferDocuments: true,
       })
       files.set(organizationId, file)
-      // The projector's default budget, shared as the projector shares it (cache-budget.ts).
-      const { organizationKiB } = cacheShares(DEFAULT_CACHE_BYTES, files.size)
+      const { organizationKiB } = cacheShares(sqliteCacheBytes, files.size)
       for (const each of files.values()) each.setCacheKiB(organizationKiB)
       file.begin()
     }
     return file
   }
-  control.setCacheKiB(cacheShares(DEFAULT_CACHE_BYTES, 1).controlKiB)
+  control.setCacheKiB(cacheShares(sqliteCacheBytes, 1).controlKiB)
   const nanos = { readAndParse: 0n, decode: 0n, route: 0n, write: 0n, build: 0n }
   const appliedAt = new Date()
   const ignore = () => {}
