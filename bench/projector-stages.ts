@@ -1,13 +1,10 @@
 // `npm run bench:projector:stages`: what each stage of the projector's write path costs per event
 // on this machine, on the bench dataset in both of the JsonConverter's encodings (with schemas,
-// Debezium's default, and schemas.enable=false), in one pass each on one thread as the projector
-// runs them: reading and parsing the file (sources/file.ts), decoding and validating (decode.ts),
-// routing each row in control.db (control-file.ts), writing the mirror rows into the organization
-// files (organization-file.ts) and building their documents once at the end, all with
-// transactions held as in an initial load. No lanes, no coordination: their sum is what one
-// event costs one core, and cores / sum is the most any split of this work over the cores could
-// reach (`ceilingEventsPerSecond`, for the machine's cores). `npm run bench:projector` measures
-// the whole projector.
+// Debezium's default, and schemas.enable=false), in one pass each on one thread (write-path.ts):
+// reading and parsing, decoding and validating, routing, writing the mirror rows and building the
+// documents. Their sum is what one event costs one core, and cores / sum is the most any split of
+// this work over the cores could reach (`ceilingEventsPerSecond`, for the machine's cores).
+// `npm run bench:projector` measures the whole projector.
 //
 // For comparison, in the same run: the first --compare-events lines read by the file source
 // (sourceParseMicros) and the same lines parsed each whole by JSON.parse (what the file source
@@ -26,18 +23,10 @@ import { open } from 'node:fs/promises'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
-import { openControlFile } from '../projector/control-file.ts'
-import { cacheShares } from '../projector/cache-budget.ts'
-import { classifyRecord } from '../projector/classify.ts'
-import {
-  openOrganizationFile,
-  type OrganizationFile,
-  type OrganizationEvent,
-} from '../projector/organization-file.ts'
-import { FILE_BATCH_RECORDS, LOAD_COMMIT_EVENTS } from '../projector/projector.ts'
+import { FILE_BATCH_RECORDS } from '../projector/projector.ts'
 import { readRecordBatches } from '../projector/sources/file.ts'
-import { loadProjectorConfig } from '../src/config.ts'
 import { type BenchEncoding, benchDataset } from './dataset.ts'
+import { runWritePath } from './write-path.ts'
 
 const { values } = parseArgs({
   options: {
@@ -81,116 +70,16 @@ interface StageMicros {
   wholeLineJsonParseMicros: number | null
 }
 
-/** Events applied to a file at a time in an initial load, as a lane applies them (lane.ts). */
-const APPLY_EVENTS = 500
-
 /** Every stage over the file, as the projector runs them; µs per event. */
 async function stages(path: string): Promise<{ events: number; micros: StageMicros }> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-stages-'))
-  const control = openControlFile(join(dir, 'control.db'))
-  // The projector's default cache budget, shared as the projector shares it (cache-budget.ts).
-  const { sqliteCacheBytes } = loadProjectorConfig({ DATA_DIR: dir })
-  const files = new Map<string, OrganizationFile>()
-  const fileOf = (organizationId: string) => {
-    let file = files.get(organizationId)
-    if (file === undefined) {
-      file = openOrganizationFile(organizationId, join(dir, `${organizationId}.db`), {
-        offsetGuard: false,
-        deferDocuments: true,
-      })
-      files.set(organizationId, file)
-      const { organizationKiB } = cacheShares(sqliteCacheBytes, files.size)
-      for (const each of files.values()) each.setCacheKiB(organizationKiB)
-      file.begin()
-    }
-    return file
-  }
-  control.setCacheKiB(cacheShares(sqliteCacheBytes, 1).controlKiB)
-  const nanos = { readAndParse: 0n, decode: 0n, route: 0n, write: 0n, build: 0n }
-  const appliedAt = new Date()
-  const ignore = () => {}
-  let events = 0
-  let uncommitted = 0
-  const commitAll = () => {
-    for (const file of files.values()) {
-      file.commit()
-      file.begin()
-    }
-    control.commit()
-  }
+  let run: Awaited<ReturnType<typeof runWritePath>>
   try {
-    const batches = readRecordBatches(path, FILE_BATCH_RECORDS)
-    for (;;) {
-      let started = process.hrtime.bigint()
-      const next = await batches.next()
-      let clock = process.hrtime.bigint()
-      nanos.readAndParse += clock - started
-      if (next.done === true) break
-      const records = next.value
-
-      started = clock
-      const decoded: OrganizationEvent[] = []
-      for (const record of records) {
-        const classified = classifyRecord(record, TOPIC_PREFIX)
-        if (classified.kind === 'organization') decoded.push(classified.event)
-      }
-      clock = process.hrtime.bigint()
-      nanos.decode += clock - started
-
-      started = clock
-      const routed: Array<[string, OrganizationEvent]> = []
-      control.begin()
-      control.transaction(() => {
-        for (const event of decoded) {
-          const { change } = event
-          let organizationId: string | undefined
-          if (change.kind === 'upsert') {
-            organizationId = (change.row as { organization_id: string }).organization_id
-            control.route(change.table, change.id, organizationId)
-          } else if (change.kind === 'delete')
-            organizationId = control.routeOf(change.table, change.id)
-          if (organizationId !== undefined) routed.push([organizationId, event])
-        }
-      })
-      clock = process.hrtime.bigint()
-      nanos.route += clock - started
-
-      started = clock
-      for (let from = 0; from < routed.length; from += APPLY_EVENTS) {
-        const byOrganization = new Map<string, OrganizationEvent[]>()
-        for (const [organizationId, event] of routed.slice(from, from + APPLY_EVENTS)) {
-          let list = byOrganization.get(organizationId)
-          if (list === undefined) byOrganization.set(organizationId, (list = []))
-          list.push(event)
-        }
-        for (const [organizationId, list] of byOrganization)
-          fileOf(organizationId).apply(list, appliedAt, ignore)
-      }
-      uncommitted += records.length
-      if (uncommitted >= LOAD_COMMIT_EVENTS) {
-        commitAll()
-        uncommitted = 0
-      }
-      nanos.write += process.hrtime.bigint() - started
-      events += records.length
-      if (events >= targetEvents) {
-        await batches.return(undefined)
-        break
-      }
-    }
-    let started = process.hrtime.bigint()
-    for (const file of files.values()) file.commit()
-    control.commit()
-    nanos.write += process.hrtime.bigint() - started
-
-    started = process.hrtime.bigint()
-    for (const file of files.values()) file.buildDocuments(appliedAt)
-    nanos.build += process.hrtime.bigint() - started
+    run = await runWritePath(path, dir, targetEvents, TOPIC_PREFIX)
   } finally {
-    for (const file of files.values()) file.close()
-    control.close()
     rmSync(dir, { recursive: true, force: true })
   }
+  const { events, nanos } = run
   const perEvent = (n: bigint) => Number((Number(n) / 1000 / events).toFixed(2))
   const whole = nanos.readAndParse + nanos.decode + nanos.route + nanos.write + nanos.build
   return {

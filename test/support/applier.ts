@@ -1,10 +1,10 @@
 // An applier over a fresh generation in a temp directory, as unit tests of the write path use it.
-import { mkdtempSync } from 'node:fs'
+import { mkdtempSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
 import { createApplier, type Applier, type ApplierOptions } from '../../projector/apply.ts'
-import { prepareGeneration, type Generation } from '../../src/layout.ts'
+import { currentGeneration, prepareGeneration, type Generation } from '../../src/layout.ts'
 
 export interface TestApplier {
   applier: Applier
@@ -53,3 +53,15 @@ export const DOCUMENT_TABLES = [
   'doc_documents',
   'doc_expirables',
 ] as const
+
+/** Organization id -> file path, in the data directory's current generation. */
+export function organizationFiles(dataDir: string): Map<string, string> {
+  const generation = currentGeneration(dataDir)
+  if (generation === undefined) throw new Error(`${dataDir} has no generation`)
+  const files = new Map<string, string>()
+  for (const name of readdirSync(generation.organizationsDir)) {
+    if (name.endsWith('.db'))
+      files.set(name.split('.')[0]!, join(generation.organizationsDir, name))
+  }
+  return files
+}

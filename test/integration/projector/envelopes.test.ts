@@ -3,7 +3,7 @@
 // prefix `wrapped`) and the same with schemas.enable=false (prefix `schemaless`). The same rows
 // and changes reach both; a projector on each, over Kafka and from a file of the same records,
 // must serve the same documents, the projector being told nothing about the encoding.
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -14,7 +14,6 @@ import { compareDocumentFiles, hasDifferences } from '../../../projector/documen
 import { createProjector } from '../../../projector/projector.ts'
 import { changeTopics } from '../../../projector/sources/kafka.ts'
 import { loadProjectorConfig } from '../../../src/config.ts'
-import { currentGeneration } from '../../../src/layout.ts'
 import { startConnect, type StartedConnect } from '../../harness/connect.ts'
 import { collectRecords, type CapturedRecord } from '../../harness/consume.ts'
 import {
@@ -26,7 +25,7 @@ import {
 import { kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
 import { startPostgres, type StartedPostgres } from '../../harness/postgres.ts'
 import { waitFor } from '../../harness/process.ts'
-import { DOCUMENT_TABLES } from '../../support/applier.ts'
+import { DOCUMENT_TABLES, organizationFiles } from '../../support/applier.ts'
 
 const ENCODINGS = { wrapped: 'true', schemaless: 'false' } as const
 type Encoding = keyof typeof ENCODINGS
@@ -131,18 +130,6 @@ afterAll(async () => {
   await Promise.all([kafka?.stop(), postgres?.stop()])
   for (const d of dirs) rmSync(d, { recursive: true, force: true })
 })
-
-/** Organization id -> file path, in the data directory's current generation. */
-function organizationFiles(dataDir: string): Map<string, string> {
-  const generation = currentGeneration(dataDir)
-  if (generation === undefined) throw new Error(`${dataDir} has no generation`)
-  const files = new Map<string, string>()
-  for (const name of readdirSync(generation.organizationsDir)) {
-    if (name.endsWith('.db'))
-      files.set(name.split('.')[0]!, join(generation.organizationsDir, name))
-  }
-  return files
-}
 
 function documentCount(path: string): number {
   const db = new Database(path, { readonly: true })

@@ -1,0 +1,147 @@
+// Every stage of the projector's write path on one thread, timed: what `npm run
+// bench:projector:stages` measures. Reading and parsing the file (sources/file.ts), decoding and
+// validating (classify.ts), routing each row in control.db (control-file.ts), writing the mirror
+// rows into the organization files (organization-file.ts) and building their documents once at
+// the end, with transactions held as in an initial load. No lanes and no coordination, so the
+// sum is what one event costs one core.
+import { join } from 'node:path'
+import { cacheShares } from '../projector/cache-budget.ts'
+import { classifyRecord } from '../projector/classify.ts'
+import { openControlFile } from '../projector/control-file.ts'
+import {
+  openOrganizationFile,
+  type OrganizationEvent,
+  type OrganizationFile,
+} from '../projector/organization-file.ts'
+import { FILE_BATCH_RECORDS, LOAD_COMMIT_EVENTS } from '../projector/projector.ts'
+import { readRecordBatches } from '../projector/sources/file.ts'
+import { loadProjectorConfig } from '../src/config.ts'
+
+/** Events applied to a file at a time in an initial load, as a lane applies them (lane.ts). */
+const APPLY_EVENTS = 500
+
+/** Nanoseconds spent in each stage of the write path, over all the events. */
+export interface StageNanos {
+  readAndParse: bigint
+  decode: bigint
+  route: bigint
+  write: bigint
+  build: bigint
+}
+
+/**
+ * Runs every stage of the write path over the first `targetEvents` lines of the file at `path`,
+ * on this thread, as the projector runs them in an initial load, and times each. Leaves
+ * `control.db` and one `<organization id>.db` per organization, closed, in `dir`.
+ */
+export async function runWritePath(
+  path: string,
+  dir: string,
+  targetEvents: number,
+  topicPrefix: string,
+): Promise<{ events: number; nanos: StageNanos }> {
+  const control = openControlFile(join(dir, 'control.db'))
+  // The projector's default cache budget, shared as the projector shares it (cache-budget.ts).
+  const { sqliteCacheBytes } = loadProjectorConfig({ DATA_DIR: dir })
+  const files = new Map<string, OrganizationFile>()
+  const fileOf = (organizationId: string) => {
+    let file = files.get(organizationId)
+    if (file === undefined) {
+      file = openOrganizationFile(organizationId, join(dir, `${organizationId}.db`), {
+        offsetGuard: false,
+        deferDocuments: true,
+      })
+      files.set(organizationId, file)
+      const { organizationKiB } = cacheShares(sqliteCacheBytes, files.size)
+      for (const each of files.values()) each.setCacheKiB(organizationKiB)
+      file.begin()
+    }
+    return file
+  }
+  control.setCacheKiB(cacheShares(sqliteCacheBytes, 1).controlKiB)
+  const nanos: StageNanos = { readAndParse: 0n, decode: 0n, route: 0n, write: 0n, build: 0n }
+  const appliedAt = new Date()
+  const ignore = () => {}
+  let events = 0
+  let uncommitted = 0
+  const commitAll = () => {
+    for (const file of files.values()) {
+      file.commit()
+      file.begin()
+    }
+    control.commit()
+  }
+  try {
+    const batches = readRecordBatches(path, FILE_BATCH_RECORDS)
+    for (;;) {
+      let started = process.hrtime.bigint()
+      const next = await batches.next()
+      let clock = process.hrtime.bigint()
+      nanos.readAndParse += clock - started
+      if (next.done === true) break
+      const records = next.value
+
+      started = clock
+      const decoded: OrganizationEvent[] = []
+      for (const record of records) {
+        const classified = classifyRecord(record, topicPrefix)
+        if (classified.kind === 'organization') decoded.push(classified.event)
+      }
+      clock = process.hrtime.bigint()
+      nanos.decode += clock - started
+
+      started = clock
+      const routed: Array<[string, OrganizationEvent]> = []
+      control.begin()
+      control.transaction(() => {
+        for (const event of decoded) {
+          const { change } = event
+          let organizationId: string | undefined
+          if (change.kind === 'upsert') {
+            organizationId = (change.row as { organization_id: string }).organization_id
+            control.route(change.table, change.id, organizationId)
+          } else if (change.kind === 'delete')
+            organizationId = control.routeOf(change.table, change.id)
+          if (organizationId !== undefined) routed.push([organizationId, event])
+        }
+      })
+      clock = process.hrtime.bigint()
+      nanos.route += clock - started
+
+      started = clock
+      for (let from = 0; from < routed.length; from += APPLY_EVENTS) {
+        const byOrganization = new Map<string, OrganizationEvent[]>()
+        for (const [organizationId, event] of routed.slice(from, from + APPLY_EVENTS)) {
+          let list = byOrganization.get(organizationId)
+          if (list === undefined) byOrganization.set(organizationId, (list = []))
+          list.push(event)
+        }
+        for (const [organizationId, list] of byOrganization)
+          fileOf(organizationId).apply(list, appliedAt, ignore)
+      }
+      uncommitted += records.length
+      if (uncommitted >= LOAD_COMMIT_EVENTS) {
+        commitAll()
+        uncommitted = 0
+      }
+      nanos.write += process.hrtime.bigint() - started
+      events += records.length
+      if (events >= targetEvents) {
+        await batches.return(undefined)
+        break
+      }
+    }
+    let started = process.hrtime.bigint()
+    for (const file of files.values()) file.commit()
+    control.commit()
+    nanos.write += process.hrtime.bigint() - started
+
+    started = process.hrtime.bigint()
+    for (const file of files.values()) file.buildDocuments(appliedAt)
+    nanos.build += process.hrtime.bigint() - started
+  } finally {
+    for (const file of files.values()) file.close()
+    control.close()
+  }
+  return { events, nanos }
+}
