@@ -39,7 +39,7 @@ export async function runWritePath(
   dir: string,
   targetEvents: number,
   topicPrefix: string,
-): Promise<{ events: number; nanos: StageNanos }> {
+): Promise<{ events: number; nanos: StageNanos; cpuMicros: number }> {
   const control = openControlFile(join(dir, 'control.db'))
   // The projector's default cache budget, shared as the projector shares it (cache-budget.ts).
   const { sqliteCacheBytes } = loadProjectorConfig({ DATA_DIR: dir })
@@ -60,6 +60,9 @@ export async function runWritePath(
   }
   control.setCacheKiB(cacheShares(sqliteCacheBytes, 1).controlKiB)
   const nanos: StageNanos = { readAndParse: 0n, decode: 0n, route: 0n, write: 0n, build: 0n }
+  // The process's CPU, every thread's: V8's collector runs partly on threads of its own, beside
+  // the stages' wall time.
+  const cpu = process.cpuUsage()
   const appliedAt = new Date()
   const ignore = () => {}
   let events = 0
@@ -143,5 +146,6 @@ export async function runWritePath(
     for (const file of files.values()) file.close()
     control.close()
   }
-  return { events, nanos }
+  const { user, system } = process.cpuUsage(cpu)
+  return { events, nanos, cpuMicros: user + system }
 }

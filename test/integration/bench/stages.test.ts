@@ -30,7 +30,7 @@ describe('bench:projector:stages', () => {
   it('builds the documents the projector builds from the same file, timing every stage', async () => {
     const dataset = await benchDataset(EVENTS, () => undefined, 'schemaless')
     const benchDir = tempDir('bench')
-    const { events, nanos } = await runWritePath(
+    const { events, nanos, cpuMicros } = await runWritePath(
       dataset.path,
       benchDir,
       Number.MAX_SAFE_INTEGER,
@@ -39,6 +39,7 @@ describe('bench:projector:stages', () => {
     expect(events).toBe(dataset.events)
     for (const [stage, spent] of Object.entries(nanos))
       expect(spent, `${stage} took no time`).toBeGreaterThan(0n)
+    expect(cpuMicros).toBeGreaterThan(0)
 
     const replicaDir = tempDir('replica')
     const projector = createProjector({
