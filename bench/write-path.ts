@@ -2,8 +2,9 @@
 // bench:projector:stages` measures. Reading and parsing the file (sources/file.ts), decoding and
 // validating (classify.ts), routing each row in control.db (control-file.ts), writing the mirror
 // rows into the organization files (organization-file.ts) and building their documents once at
-// the end, with transactions held as in an initial load. No lanes and no coordination, so the
-// sum is what one event costs one core.
+// the end, with transactions held as in an initial load. No lanes and no coordination: the sum
+// is the time one event takes one thread, and the process's CPU over the run adds what V8's
+// collector threads and the kernel spent beside it.
 import { join } from 'node:path'
 import { cacheShares } from '../projector/cache-budget.ts'
 import { classifyRecord } from '../projector/classify.ts'
@@ -17,7 +18,10 @@ import { FILE_BATCH_RECORDS, LOAD_COMMIT_EVENTS } from '../projector/projector.t
 import { readRecordBatches } from '../projector/sources/file.ts'
 import { loadProjectorConfig } from '../src/config.ts'
 
-/** Events applied to a file at a time in an initial load, as a lane applies them (lane.ts). */
+/**
+ * Events applied to a file at a time in an initial load, as a lane applies them (lane.ts's
+ * LOAD_APPLY_EVENTS: lane.ts is a worker's entry point, so it is not imported here).
+ */
 const APPLY_EVENTS = 500
 
 /** Nanoseconds spent in each stage of the write path, over all the events. */
