@@ -102,7 +102,3 @@ function compareTable(
     ),
   }
 }
-
-export function controlDrifted(diffs: readonly ControlTableDiff[]): boolean {
-  return diffs.some((d) => d.differing.count + d.missing.count + d.extra.count > 0)
-}

@@ -81,8 +81,11 @@ export function toVerdict(diff: ResourceDiff): ResourceVerdict {
   }
 }
 
-export function hasDrift(resources: readonly ResourceVerdict[]): boolean {
-  return resources.some((r) => r.differing.count + r.missing.count + r.extra.count > 0)
+/** Whether any of these (a resource's documents, a control.db table's rows) differs. */
+export function hasDrift(
+  parts: readonly Pick<ResourceVerdict, 'differing' | 'missing' | 'extra'>[],
+): boolean {
+  return parts.some((p) => p.differing.count + p.missing.count + p.extra.count > 0)
 }
 
 /** 0: no drift; 1: drift found (or some organization could not be settled); 2 is for refusals. */
@@ -171,12 +174,12 @@ function subjectLines(
   rows: string[][],
   details: string[],
 ): void {
-  const differs = (p: Counted) => p.differing.count + p.missing.count + p.extra.count > 0
-  if (!parts.some(differs)) {
+  const drifted = hasDrift(parts)
+  if (!drifted) {
     const equal = parts.reduce((sum, p) => sum + p.equal, 0)
     rows.push([subject, '(all)', String(equal), '0', '0', '0'])
   }
-  for (const p of parts.some(differs) ? parts : []) {
+  for (const p of drifted ? parts : []) {
     rows.push([
       subject,
       p.name,

@@ -35,7 +35,7 @@ import { compareDocumentFiles, comparedResources, type ResourceDiff } from '../d
 import { processAlive } from '../rebuild/lock.ts'
 import { rebuildAside, removeRebuildLeftovers } from '../rebuild/run.ts'
 import { buildExpected } from './build.ts'
-import { compareControlFiles, controlDrifted, type ControlTableDiff } from './control.ts'
+import { compareControlFiles, type ControlTableDiff } from './control.ts'
 import {
   appliedPast,
   openKafkaView,
@@ -159,7 +159,7 @@ async function checkOrganizations(
     // control.db's rows are few: read again on every pass, taken until they settle.
     let recheckControl = false
     if (control === undefined || control.status === 'unsettled') {
-      const drifted = controlDrifted(pass.control)
+      const drifted = hasDrift(pass.control)
       recheckControl = drifted && pass.controlAhead
       control = {
         status: recheckControl ? 'unsettled' : drifted ? 'drifted' : 'equal',
