@@ -5,7 +5,7 @@
 import { getTableColumns } from 'drizzle-orm'
 import { getTableConfig, type SQLiteTable } from 'drizzle-orm/sqlite-core'
 import { unavailable, type SourceTable } from '../schema/events.ts'
-import type { SqliteDatabase } from '../src/sqlite.ts'
+import { preparedOnUse, type SqliteDatabase } from '../src/sqlite.ts'
 import type { Position, RowChange } from './decode.ts'
 
 export type MirrorRow = Record<string, unknown>
@@ -73,19 +73,21 @@ export function createMirror(
   tables: Partial<Record<SourceTable, SQLiteTable>>,
   deletedRowsTable = 'deleted_rows',
 ): Mirror {
+  // Each table's statements are prepared on its first change (src/sqlite.ts `preparedOnUse`).
   const statements = new Map<SourceTable, TableStatements>()
-  for (const [name, table] of Object.entries(tables) as Array<[SourceTable, SQLiteTable]>) {
-    statements.set(name, prepareTable(db, table))
-  }
-  const getDeleted = db.prepare<[string, string], { source_lsn: number }>(
-    `SELECT source_lsn FROM ${deletedRowsTable} WHERE source_table = ? AND id = ?`,
+  const getDeleted = preparedOnUse(() =>
+    db.prepare<[string, string], { source_lsn: number }>(
+      `SELECT source_lsn FROM ${deletedRowsTable} WHERE source_table = ? AND id = ?`,
+    ),
   )
-  const putDeleted = db.prepare<[string, string, number]>(
-    `INSERT INTO ${deletedRowsTable} (source_table, id, source_lsn) VALUES (?, ?, ?)
+  const putDeleted = preparedOnUse(() =>
+    db.prepare<[string, string, number]>(
+      `INSERT INTO ${deletedRowsTable} (source_table, id, source_lsn) VALUES (?, ?, ?)
      ON CONFLICT (source_table, id) DO UPDATE SET source_lsn = max(source_lsn, excluded.source_lsn)`,
+    ),
   )
-  const clearDeleted = db.prepare<[string, string]>(
-    `DELETE FROM ${deletedRowsTable} WHERE source_table = ? AND id = ?`,
+  const clearDeleted = preparedOnUse(() =>
+    db.prepare<[string, string]>(`DELETE FROM ${deletedRowsTable} WHERE source_table = ? AND id = ?`),
   )
   // Delete positions are rare: while the file has none, a new row need not look one up. Set
   // once any may exist (a rolled-back delete leaves it set, which only costs lookups).
@@ -93,8 +95,13 @@ export function createMirror(
     db.prepare(`SELECT 1 FROM ${deletedRowsTable} LIMIT 1`).pluck().get() !== undefined
 
   function table(name: SourceTable): TableStatements {
-    const t = statements.get(name)
-    if (t === undefined) throw new Error(`table ${name} is not mirrored in this file`)
+    let t = statements.get(name)
+    if (t === undefined) {
+      const definition = tables[name]
+      if (definition === undefined) throw new Error(`table ${name} is not mirrored in this file`)
+      t = prepareTable(db, definition)
+      statements.set(name, t)
+    }
     return t
   }
 
@@ -144,7 +151,7 @@ export function createMirror(
       if (change.kind === 'delete') {
         const incoming = { lsn: change.position.lsn, snapshot: false }
         mayHaveDeleted = true
-        putDeleted.run(change.table, change.id, change.position.lsn)
+        putDeleted().run(change.table, change.id, change.position.lsn)
         if (previous === undefined) return 'absent'
         if (!supersedes(incoming, storedPosition(previous))) return 'older'
         t.delete(change.id)
@@ -155,11 +162,11 @@ export function createMirror(
       if (previous !== undefined) {
         if (!supersedes(change.position, storedPosition(previous))) return 'older'
       } else if (mayHaveDeleted) {
-        const deleted = getDeleted.get(change.table, change.id)
+        const deleted = getDeleted().get(change.table, change.id)
         if (deleted !== undefined) {
           if (!supersedes(change.position, { lsn: deleted.source_lsn, snapshot: false }))
             return 'older'
-          clearDeleted.run(change.table, change.id)
+          clearDeleted().run(change.table, change.id)
         }
       }
       const values: unknown[] = []
@@ -228,7 +235,22 @@ function bind(value: unknown, c: Column): unknown {
   return value
 }
 
-function prepareTable(db: SqliteDatabase, table: SQLiteTable): TableStatements {
+/** A table's columns and statements' text: the same for every file, so made once per process. */
+interface TableShape {
+  columns: Column[]
+  select: string
+  selectAll: string
+  upsert: string
+  insertNew: string
+  delete: string
+  deleteAll: string
+}
+
+const shapes = new WeakMap<SQLiteTable, TableShape>()
+
+function shapeOf(table: SQLiteTable): TableShape {
+  let shape = shapes.get(table)
+  if (shape !== undefined) return shape
   const config = getTableConfig(table)
   const columns: Column[] = Object.entries(getTableColumns(table)).map(([key, col]) => ({
     key,
@@ -238,21 +260,34 @@ function prepareTable(db: SqliteDatabase, table: SQLiteTable): TableStatements {
   }))
   const names = columns.map((c) => c.name)
   const selectSql = `SELECT ${names.join(', ')} FROM ${config.name}`
-  const select = db.prepare<[string], unknown[]>(`${selectSql} WHERE id = ?`).raw(true)
-  const selectAll = db.prepare<[], unknown[]>(selectSql).raw(true)
-  const upsert = db.prepare(
-    `INSERT INTO ${config.name} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})
+  const insert = `INSERT INTO ${config.name} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})`
+  shape = {
+    columns,
+    select: `${selectSql} WHERE id = ?`,
+    selectAll: selectSql,
+    upsert: `${insert}
      ON CONFLICT (id) DO UPDATE SET ${names
        .filter((n) => n !== 'id')
        .map((n) => `${n} = excluded.${n}`)
        .join(', ')}`,
-  )
-  const insertNew = db.prepare(
-    `INSERT INTO ${config.name} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})
+    insertNew: `${insert}
      ON CONFLICT (id) DO NOTHING`,
-  )
-  const del = db.prepare<[string]>(`DELETE FROM ${config.name} WHERE id = ?`)
-  const delAll = db.prepare(`DELETE FROM ${config.name}`)
+    delete: `DELETE FROM ${config.name} WHERE id = ?`,
+    deleteAll: `DELETE FROM ${config.name}`,
+  }
+  shapes.set(table, shape)
+  return shape
+}
+
+function prepareTable(db: SqliteDatabase, table: SQLiteTable): TableStatements {
+  const shape = shapeOf(table)
+  const { columns } = shape
+  const select = preparedOnUse(() => db.prepare<[string], unknown[]>(shape.select).raw(true))
+  const selectAll = preparedOnUse(() => db.prepare<[], unknown[]>(shape.selectAll).raw(true))
+  const upsert = preparedOnUse(() => db.prepare(shape.upsert))
+  const insertNew = preparedOnUse(() => db.prepare(shape.insertNew))
+  const del = preparedOnUse(() => db.prepare<[string]>(shape.delete))
+  const delAll = preparedOnUse(() => db.prepare(shape.deleteAll))
 
   const toRow = (raw: unknown[]): MirrorRow => {
     const row: MirrorRow = {}
@@ -266,13 +301,13 @@ function prepareTable(db: SqliteDatabase, table: SQLiteTable): TableStatements {
   return {
     columns,
     select: (id) => {
-      const raw = select.get(id)
+      const raw = select().get(id)
       return raw === undefined ? undefined : toRow(raw)
     },
-    selectAll: () => selectAll.all().map(toRow),
-    upsert: (values) => void upsert.run(values),
-    insertNew: (values) => insertNew.run(values).changes > 0,
-    delete: (id) => void del.run(id),
-    deleteAll: () => void delAll.run(),
+    selectAll: () => selectAll().all().map(toRow),
+    upsert: (values) => void upsert().run(values),
+    insertNew: (values) => insertNew().run(values).changes > 0,
+    delete: (id) => void del().run(id),
+    deleteAll: () => void delAll().run(),
   }
 }

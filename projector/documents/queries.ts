@@ -1,8 +1,13 @@
-// Every statement the document layer runs, prepared once per database (the whole-file build's,
-// prepareBulkReads, on its first use). The reads are written with drizzle's query builder and run
-// as raw better-sqlite3 statements (rows as arrays, mapped by a loop): drizzle's prepared queries
-// re-fill placeholders and map every value through its column on each call, which cost more than
-// SQLite's own work here.
+// Every statement the document layer runs. The reads are written with drizzle's query builder and
+// run as raw better-sqlite3 statements (rows as arrays, mapped by a loop): drizzle's prepared
+// queries re-fill placeholders and map every value through its column on each call, which cost
+// more than SQLite's own work here.
+//
+// A statement's text is the same for every file: each is planned once per process (`Plan`), and a
+// file's connection prepares it on its first use (src/sqlite.ts `preparedOnUse`). Built and
+// prepared afresh for every file, they cost each open 30 ms and 1.2 MB, most of it drizzle's SQL
+// generation and statements the file never ran, and a projector with thousands of small
+// organizations opens files by the thousand.
 //
 // Orderings are the ones spec/resources.md fixes, completed with the row id so that the order is
 // total (equal mirror content, identical text). Text compares with SQLite's BINARY collation
@@ -24,7 +29,7 @@ import {
   sql,
   type SQL,
 } from 'drizzle-orm'
-import { getTableConfig, type AnySQLiteColumn } from 'drizzle-orm/sqlite-core'
+import { getTableConfig, QueryBuilder, type AnySQLiteColumn } from 'drizzle-orm/sqlite-core'
 import {
   documentDocs,
   documents,
@@ -46,7 +51,10 @@ import {
   providers,
   serviceLocations,
 } from '../../schema/organization-db.ts'
-import type { OrganizationDb } from '../../src/sqlite.ts'
+import { preparedOnUse } from '../../src/sqlite.ts'
+
+/** Builds SQL text with no connection: plans are made once, for every file. */
+const qb = new QueryBuilder()
 
 const id = sql.placeholder('id')
 // Bounds of the whole-file build's reads (prepareBulkReads).
@@ -61,27 +69,47 @@ const MAPPED_AS_IS = new Set(['SQLiteText', 'SQLiteInteger', 'SQLiteBoolean'])
 /** A drizzle select, with the row type it returns. */
 interface BuiltSelect<T> {
   toSQL(): { sql: string; params: unknown[] }
-  _: { selectedFields: unknown }
-  /** Only for the row type: never called. */
-  all(): T[]
+  readonly _: { readonly selectedFields: unknown; readonly result: T[] }
 }
 
-/** A select prepared as a raw statement (rows as arrays), with what its rows map from. */
-interface RawSelect {
-  statement: Database.Statement<unknown[], unknown[]>
-  /** Binds named values in the statement's parameter order. */
-  bind(values: Readonly<Record<string, unknown>>): unknown[]
+/** What a connection makes of a plan, its statements prepared on their first use. */
+interface Plan<R> {
+  on(sqlite: Database.Database): R
+}
+
+/** The readers and writers a connection makes of a (nested) object of plans. */
+type Bound<P> = { [K in keyof P]: P[K] extends Plan<infer R> ? R : Bound<P[K]> }
+
+function bindPlans<P extends object>(sqlite: Database.Database, plans: P): Bound<P> {
+  const bound: Record<string, unknown> = {}
+  for (const [key, plan] of Object.entries(plans)) {
+    bound[key] = isPlan(plan) ? plan.on(sqlite) : bindPlans(sqlite, plan as object)
+  }
+  return bound as Bound<P>
+}
+
+function isPlan(value: unknown): value is Plan<unknown> {
+  return typeof (value as Partial<Plan<unknown>>).on === 'function'
+}
+
+/** A select's text, and how to bind its parameters and map its rows. */
+interface RawPlan {
+  text: string
+  /** The placeholder names in the statement's parameter order. */
+  order: string[]
   keys: string[]
   booleans: boolean[]
-  text: string
 }
 
-/** Prepares a drizzle select whose parameters are all placeholders named in `names`. */
-function prepareRaw(
-  sqlite: Database.Database,
-  query: BuiltSelect<unknown>,
-  names: readonly string[],
-): RawSelect {
+/** A select on one connection: rows as arrays. */
+interface RawSelect extends RawPlan {
+  statement: () => Database.Statement<unknown[], unknown[]>
+  /** Binds named values in the statement's parameter order. */
+  bind(values: Readonly<Record<string, unknown>>): unknown[]
+}
+
+/** Plans a drizzle select whose parameters are all placeholders named in `names`. */
+function planRaw(query: BuiltSelect<unknown>, names: readonly string[]): RawPlan {
   const { sql: text, params } = query.toSQL()
   const order = params.map((param) => {
     if (!(is(param, Placeholder) && names.includes(param.name))) {
@@ -96,12 +124,14 @@ function prepareRaw(
     }
     return field.columnType === 'SQLiteBoolean'
   })
+  return { text, order, keys: fields.map(([key]) => key), booleans }
+}
+
+function rawOn(sqlite: Database.Database, plan: RawPlan): RawSelect {
   return {
-    statement: sqlite.prepare<unknown[], unknown[]>(text).raw(true),
-    bind: (values) => order.map((name) => values[name]),
-    keys: fields.map(([key]) => key),
-    booleans,
-    text,
+    ...plan,
+    statement: preparedOnUse(() => sqlite.prepare<unknown[], unknown[]>(plan.text).raw(true)),
+    bind: (values) => plan.order.map((name) => values[name]),
   }
 }
 
@@ -126,16 +156,21 @@ export interface ReadById<T> {
   all(id: string): T[]
 }
 
-/** Prepares a drizzle select whose only parameter is the `id` placeholder. */
-function prepareRead<T>(sqlite: Database.Database, query: BuiltSelect<T>): ReadById<T> {
-  const raw = prepareRaw(sqlite, query, ['id'])
-  const map = rowMapper<T>(raw)
+/** A drizzle select whose only parameter is the `id` placeholder. */
+function readPlan<T>(query: BuiltSelect<T>): Plan<ReadById<T>> {
+  const plan = planRaw(query, ['id'])
   return {
-    get(id) {
-      const values = raw.statement.get(raw.bind({ id }))
-      return values === undefined ? undefined : map(values)
+    on(sqlite) {
+      const raw = rawOn(sqlite, plan)
+      const map = rowMapper<T>(raw)
+      return {
+        get(id) {
+          const values = raw.statement().get(raw.bind({ id }))
+          return values === undefined ? undefined : map(values)
+        },
+        all: (id) => raw.statement().all(raw.bind({ id })).map(map),
+      }
     },
-    all: (id) => raw.statement.all(raw.bind({ id })).map(map),
   }
 }
 
@@ -171,9 +206,9 @@ const parentRange: Parents<{ parentId: AnySQLiteColumn }> = {
 
 type Key = Record<string, AnySQLiteColumn>
 
-function providerMembershipsOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
+function providerMembershipsOf<K extends Key>(parents: Parents<K>) {
   return (
-    db
+    qb
       .select({
         ...parents.key(groupMemberships.providerId),
         providerGroupId: providerGroups.id,
@@ -194,8 +229,8 @@ function providerMembershipsOf<K extends Key>(db: OrganizationDb, parents: Paren
   )
 }
 
-function providerIdentifiersOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
-  return db
+function providerIdentifiersOf<K extends Key>(parents: Parents<K>) {
+  return qb
     .select({
       ...parents.key(providerIdentifiers.providerId),
       id: providerIdentifiers.id,
@@ -214,8 +249,8 @@ function providerIdentifiersOf<K extends Key>(db: OrganizationDb, parents: Paren
     )
 }
 
-function groupServiceLocationsOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
-  return db
+function groupServiceLocationsOf<K extends Key>(parents: Parents<K>) {
+  return qb
     .select({
       ...parents.key(serviceLocations.providerGroupId),
       id: serviceLocations.id,
@@ -238,8 +273,8 @@ function groupServiceLocationsOf<K extends Key>(db: OrganizationDb, parents: Par
     )
 }
 
-function groupIdentifiersOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
-  return db
+function groupIdentifiersOf<K extends Key>(parents: Parents<K>) {
+  return qb
     .select({
       ...parents.key(groupIdentifiers.providerGroupId),
       id: groupIdentifiers.id,
@@ -258,8 +293,8 @@ function groupIdentifiersOf<K extends Key>(db: OrganizationDb, parents: Parents<
     )
 }
 
-function enrollmentRequirementsOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
-  return db
+function enrollmentRequirementsOf<K extends Key>(parents: Parents<K>) {
+  return qb
     .select({
       ...parents.key(enrollmentRequirements.enrollmentId),
       id: enrollmentRequirements.id,
@@ -276,8 +311,8 @@ function enrollmentRequirementsOf<K extends Key>(db: OrganizationDb, parents: Pa
     )
 }
 
-function enrollmentLinesOfBusinessOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
-  return db
+function enrollmentLinesOfBusinessOf<K extends Key>(parents: Parents<K>) {
+  return qb
     .select({
       ...parents.key(enrollmentLinesOfBusiness.enrollmentId),
       id: enrollmentLinesOfBusiness.id,
@@ -294,8 +329,8 @@ function enrollmentLinesOfBusinessOf<K extends Key>(db: OrganizationDb, parents:
     )
 }
 
-function enrollmentLocationsOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
-  return db
+function enrollmentLocationsOf<K extends Key>(parents: Parents<K>) {
+  return qb
     .select({
       ...parents.key(enrollmentLocationParticipations.enrollmentId),
       id: enrollmentLocationParticipations.id,
@@ -320,8 +355,8 @@ function enrollmentLocationsOf<K extends Key>(db: OrganizationDb, parents: Paren
     )
 }
 
-function groupEnrollmentLinesOfBusinessOf<K extends Key>(db: OrganizationDb, parents: Parents<K>) {
-  return db
+function groupEnrollmentLinesOfBusinessOf<K extends Key>(parents: Parents<K>) {
+  return qb
     .select({
       ...parents.key(groupEnrollmentLinesOfBusiness.groupEnrollmentId),
       id: groupEnrollmentLinesOfBusiness.id,
@@ -355,60 +390,61 @@ const embeddedGroupFields = {
 }
 
 /** Reads of the mirror: each child list selects exactly the response entry, in key order. */
-export function prepareMirrorReads(db: OrganizationDb, sqlite: Database.Database) {
-  const read = <T>(query: BuiltSelect<T>) => prepareRead(sqlite, query)
-  return {
-    provider: read(db.select().from(providers).where(eq(providers.id, id))),
-    providerMemberships: read(providerMembershipsOf(db, oneParent)),
-    providerIdentifiers: read(providerIdentifiersOf(db, oneParent)),
+const mirrorReadPlans = {
+  provider: readPlan(qb.select().from(providers).where(eq(providers.id, id))),
+  providerMemberships: readPlan(providerMembershipsOf(oneParent)),
+  providerIdentifiers: readPlan(providerIdentifiersOf(oneParent)),
 
-    providerGroup: read(db.select().from(providerGroups).where(eq(providerGroups.id, id))),
-    groupServiceLocations: read(groupServiceLocationsOf(db, oneParent)),
-    groupIdentifiers: read(groupIdentifiersOf(db, oneParent)),
+  providerGroup: readPlan(qb.select().from(providerGroups).where(eq(providerGroups.id, id))),
+  groupServiceLocations: readPlan(groupServiceLocationsOf(oneParent)),
+  groupIdentifiers: readPlan(groupIdentifiersOf(oneParent)),
 
-    enrollment: read(db.select().from(enrollments).where(eq(enrollments.id, id))),
-    embeddedProvider: read(
-      db.select(embeddedProviderFields).from(providers).where(eq(providers.id, id)),
-    ),
-    enrollmentRequirements: read(enrollmentRequirementsOf(db, oneParent)),
-    enrollmentLinesOfBusiness: read(enrollmentLinesOfBusinessOf(db, oneParent)),
-    enrollmentLocations: read(enrollmentLocationsOf(db, oneParent)),
+  enrollment: readPlan(qb.select().from(enrollments).where(eq(enrollments.id, id))),
+  embeddedProvider: readPlan(
+    qb.select(embeddedProviderFields).from(providers).where(eq(providers.id, id)),
+  ),
+  enrollmentRequirements: readPlan(enrollmentRequirementsOf(oneParent)),
+  enrollmentLinesOfBusiness: readPlan(enrollmentLinesOfBusinessOf(oneParent)),
+  enrollmentLocations: readPlan(enrollmentLocationsOf(oneParent)),
 
-    groupEnrollment: read(db.select().from(groupEnrollments).where(eq(groupEnrollments.id, id))),
-    embeddedGroup: read(
-      db.select(embeddedGroupFields).from(providerGroups).where(eq(providerGroups.id, id)),
-    ),
-    groupEnrollmentLinesOfBusiness: read(groupEnrollmentLinesOfBusinessOf(db, oneParent)),
+  groupEnrollment: readPlan(qb.select().from(groupEnrollments).where(eq(groupEnrollments.id, id))),
+  embeddedGroup: readPlan(
+    qb.select(embeddedGroupFields).from(providerGroups).where(eq(providerGroups.id, id)),
+  ),
+  groupEnrollmentLinesOfBusiness: readPlan(groupEnrollmentLinesOfBusinessOf(oneParent)),
 
-    document: read(db.select().from(documents).where(eq(documents.id, id))),
-    providerIdentifier: read(
-      db.select().from(providerIdentifiers).where(eq(providerIdentifiers.id, id)),
-    ),
-    groupIdentifier: read(db.select().from(groupIdentifiers).where(eq(groupIdentifiers.id, id))),
+  document: readPlan(qb.select().from(documents).where(eq(documents.id, id))),
+  providerIdentifier: readPlan(
+    qb.select().from(providerIdentifiers).where(eq(providerIdentifiers.id, id)),
+  ),
+  groupIdentifier: readPlan(qb.select().from(groupIdentifiers).where(eq(groupIdentifiers.id, id))),
 
-    // Fan-outs (indexed by schema/organization-db.ts).
-    enrollmentsOfProvider: read(
-      db.select({ id: enrollments.id }).from(enrollments).where(eq(enrollments.providerId, id)),
-    ),
-    membersOfGroup: read(
-      db
-        .selectDistinct({ id: groupMemberships.providerId })
-        .from(groupMemberships)
-        .where(eq(groupMemberships.providerGroupId, id)),
-    ),
-    groupEnrollmentsOfGroup: read(
-      db
-        .select({ id: groupEnrollments.id })
-        .from(groupEnrollments)
-        .where(eq(groupEnrollments.providerGroupId, id)),
-    ),
-    enrollmentsAtLocation: read(
-      db
-        .selectDistinct({ id: enrollmentLocationParticipations.enrollmentId })
-        .from(enrollmentLocationParticipations)
-        .where(eq(enrollmentLocationParticipations.serviceLocationId, id)),
-    ),
-  }
+  // Fan-outs (indexed by schema/organization-db.ts).
+  enrollmentsOfProvider: readPlan(
+    qb.select({ id: enrollments.id }).from(enrollments).where(eq(enrollments.providerId, id)),
+  ),
+  membersOfGroup: readPlan(
+    qb
+      .selectDistinct({ id: groupMemberships.providerId })
+      .from(groupMemberships)
+      .where(eq(groupMemberships.providerGroupId, id)),
+  ),
+  groupEnrollmentsOfGroup: readPlan(
+    qb
+      .select({ id: groupEnrollments.id })
+      .from(groupEnrollments)
+      .where(eq(groupEnrollments.providerGroupId, id)),
+  ),
+  enrollmentsAtLocation: readPlan(
+    qb
+      .selectDistinct({ id: enrollmentLocationParticipations.enrollmentId })
+      .from(enrollmentLocationParticipations)
+      .where(eq(enrollmentLocationParticipations.serviceLocationId, id)),
+  ),
+}
+
+export function prepareMirrorReads(sqlite: Database.Database) {
+  return bindPlans(sqlite, mirrorReadPlans)
 }
 
 export type MirrorReads = ReturnType<typeof prepareMirrorReads>
@@ -427,141 +463,151 @@ type Pages<T> = (size: number) => Generator<T[]>
 type ChildrenInRange<T> = (first: string, last: string) => Map<string, T[]>
 
 /** `query(startAfter)`: the table's rows in id order, `limit` of them, after `startAfter` if set. */
-function preparePages<T extends { id: string }>(
-  sqlite: Database.Database,
+function pagesPlan<T extends { id: string }>(
   idColumn: AnySQLiteColumn,
   query: (startAfter: SQL | undefined) => BuiltSelect<T>,
-): Pages<T> {
-  const firstPage = prepareRaw(sqlite, query(undefined), ['limit'])
+): Plan<Pages<T>> {
+  const firstPlan = planRaw(query(undefined), ['limit'])
   // Keyset: each page starts after the last id of the one before.
-  const nextPage = prepareRaw(sqlite, query(gt(idColumn, pageAfter)), ['after', 'limit'])
-  const map = rowMapper<T>(firstPage)
-  return function* (size) {
-    let page = firstPage.statement.all(firstPage.bind({ limit: size })).map(map)
-    while (page.length > 0) {
-      yield page
-      if (page.length < size) return
-      const bounds = { after: page[page.length - 1]!.id, limit: size }
-      page = nextPage.statement.all(nextPage.bind(bounds)).map(map)
-    }
+  const nextPlan = planRaw(query(gt(idColumn, pageAfter)), ['after', 'limit'])
+  return {
+    on(sqlite) {
+      const firstPage = rawOn(sqlite, firstPlan)
+      const nextPage = rawOn(sqlite, nextPlan)
+      const map = rowMapper<T>(firstPage)
+      return function* (size) {
+        let page = firstPage
+          .statement()
+          .all(firstPage.bind({ limit: size }))
+          .map(map)
+        while (page.length > 0) {
+          yield page
+          if (page.length < size) return
+          const bounds = { after: page[page.length - 1]!.id, limit: size }
+          page = nextPage.statement().all(nextPage.bind(bounds)).map(map)
+        }
+      }
+    },
   }
 }
 
 /** A child list read for a range of parents: its rows arrive grouped, `parentId` first. */
-function prepareChildren<R extends { parentId: unknown }>(
-  sqlite: Database.Database,
+function childrenPlan<R extends { parentId: unknown }>(
   query: BuiltSelect<R>,
-): ChildrenInRange<Omit<R, 'parentId'>> {
-  const raw = prepareRaw(sqlite, query, ['first', 'last'])
-  if (raw.keys[0] !== 'parentId') throw new Error(`parentId must come first in ${raw.text}`)
-  const map = rowMapper<Omit<R, 'parentId'>>(raw, 1)
-  return (first, last) => {
-    const byParent = new Map<string, Omit<R, 'parentId'>[]>()
-    let parentId: unknown
-    let entries: Omit<R, 'parentId'>[] = []
-    for (const values of raw.statement.all(raw.bind({ first, last }))) {
-      if (values[0] !== parentId) {
-        parentId = values[0]
-        entries = []
-        byParent.set(parentId as string, entries)
+): Plan<ChildrenInRange<Omit<R, 'parentId'>>> {
+  const plan = planRaw(query, ['first', 'last'])
+  if (plan.keys[0] !== 'parentId') throw new Error(`parentId must come first in ${plan.text}`)
+  return {
+    on(sqlite) {
+      const raw = rawOn(sqlite, plan)
+      const map = rowMapper<Omit<R, 'parentId'>>(raw, 1)
+      return (first, last) => {
+        const byParent = new Map<string, Omit<R, 'parentId'>[]>()
+        let parentId: unknown
+        let entries: Omit<R, 'parentId'>[] = []
+        for (const values of raw.statement().all(raw.bind({ first, last }))) {
+          if (values[0] !== parentId) {
+            parentId = values[0]
+            entries = []
+            byParent.set(parentId as string, entries)
+          }
+          entries.push(map(values))
+        }
+        return byParent
       }
-      entries.push(map(values))
-    }
-    return byParent
+    },
   }
 }
 
 /** Rows by id, for the ids asked (a JSON array bound as `ids`); ids without a row are absent. */
-function prepareByIds<T extends { id: string }>(
-  sqlite: Database.Database,
+function byIdsPlan<T extends { id: string }>(
   query: BuiltSelect<T>,
-): (wanted: Iterable<string>) => Map<string, T> {
-  const raw = prepareRaw(sqlite, query, ['ids'])
-  const map = rowMapper<T>(raw)
-  return (wanted) => {
-    const rows = new Map<string, T>()
-    const bound = raw.bind({ ids: JSON.stringify([...new Set(wanted)]) })
-    for (const values of raw.statement.all(bound)) {
-      const row = map(values)
-      rows.set(row.id, row)
-    }
-    return rows
+): Plan<(wanted: Iterable<string>) => Map<string, T>> {
+  const plan = planRaw(query, ['ids'])
+  return {
+    on(sqlite) {
+      const raw = rawOn(sqlite, plan)
+      const map = rowMapper<T>(raw)
+      return (wanted) => {
+        const rows = new Map<string, T>()
+        const bound = raw.bind({ ids: JSON.stringify([...new Set(wanted)]) })
+        for (const values of raw.statement().all(bound)) {
+          const row = map(values)
+          rows.set(row.id, row)
+        }
+        return rows
+      }
+    },
   }
 }
 
 /** Ids of the stored documents of `table` that `sources` (a select of ids) no longer implies. */
-function prepareOrphans(
-  sqlite: Database.Database,
-  table: DocumentTable,
-  sources: string,
-): () => string[] {
-  const statement = sqlite
-    .prepare<[], string>(
-      `SELECT "id" FROM "${getTableConfig(table).name}" WHERE "id" NOT IN (${sources})`,
-    )
-    .pluck()
-  return () => statement.all()
+function orphansPlan(table: DocumentTable, sources: string): Plan<() => string[]> {
+  const text = `SELECT "id" FROM "${getTableConfig(table).name}" WHERE "id" NOT IN (${sources})`
+  return {
+    on(sqlite) {
+      const statement = preparedOnUse(() => sqlite.prepare<[], string>(text).pluck())
+      return () => statement().all()
+    },
+  }
 }
 
 /** Reads of the whole-file build: pages of parents, child lists by page, orphaned documents. */
-export function prepareBulkReads(db: OrganizationDb, sqlite: Database.Database) {
-  const children = <R extends { parentId: unknown }>(query: BuiltSelect<R>) =>
-    prepareChildren(sqlite, query)
+function bulkReadPlans() {
+  const children = childrenPlan
   const inList = (column: AnySQLiteColumn) =>
     sql`${column} IN (SELECT value FROM json_each(${idList}))`
   return {
-    providers: preparePages(sqlite, providers.id, (startAfter) =>
-      db.select().from(providers).where(startAfter).orderBy(asc(providers.id)).limit(pageSize),
+    providers: pagesPlan(providers.id, (startAfter) =>
+      qb.select().from(providers).where(startAfter).orderBy(asc(providers.id)).limit(pageSize),
     ),
-    providerMemberships: children(providerMembershipsOf(db, parentRange)),
-    providerIdentifiers: children(providerIdentifiersOf(db, parentRange)),
+    providerMemberships: children(providerMembershipsOf(parentRange)),
+    providerIdentifiers: children(providerIdentifiersOf(parentRange)),
 
-    providerGroups: preparePages(sqlite, providerGroups.id, (startAfter) =>
-      db
+    providerGroups: pagesPlan(providerGroups.id, (startAfter) =>
+      qb
         .select()
         .from(providerGroups)
         .where(startAfter)
         .orderBy(asc(providerGroups.id))
         .limit(pageSize),
     ),
-    groupServiceLocations: children(groupServiceLocationsOf(db, parentRange)),
-    groupIdentifiers: children(groupIdentifiersOf(db, parentRange)),
+    groupServiceLocations: children(groupServiceLocationsOf(parentRange)),
+    groupIdentifiers: children(groupIdentifiersOf(parentRange)),
 
-    enrollments: preparePages(sqlite, enrollments.id, (startAfter) =>
-      db.select().from(enrollments).where(startAfter).orderBy(asc(enrollments.id)).limit(pageSize),
+    enrollments: pagesPlan(enrollments.id, (startAfter) =>
+      qb.select().from(enrollments).where(startAfter).orderBy(asc(enrollments.id)).limit(pageSize),
     ),
     // A page's providers are anywhere in the table: read by id list, not by range.
-    embeddedProviders: prepareByIds(
-      sqlite,
-      db.select(embeddedProviderFields).from(providers).where(inList(providers.id)),
+    embeddedProviders: byIdsPlan(
+      qb.select(embeddedProviderFields).from(providers).where(inList(providers.id)),
     ),
-    enrollmentRequirements: children(enrollmentRequirementsOf(db, parentRange)),
-    enrollmentLinesOfBusiness: children(enrollmentLinesOfBusinessOf(db, parentRange)),
-    enrollmentLocations: children(enrollmentLocationsOf(db, parentRange)),
+    enrollmentRequirements: children(enrollmentRequirementsOf(parentRange)),
+    enrollmentLinesOfBusiness: children(enrollmentLinesOfBusinessOf(parentRange)),
+    enrollmentLocations: children(enrollmentLocationsOf(parentRange)),
 
-    groupEnrollments: preparePages(sqlite, groupEnrollments.id, (startAfter) =>
-      db
+    groupEnrollments: pagesPlan(groupEnrollments.id, (startAfter) =>
+      qb
         .select()
         .from(groupEnrollments)
         .where(startAfter)
         .orderBy(asc(groupEnrollments.id))
         .limit(pageSize),
     ),
-    embeddedGroups: prepareByIds(
-      sqlite,
-      db.select(embeddedGroupFields).from(providerGroups).where(inList(providerGroups.id)),
+    embeddedGroups: byIdsPlan(
+      qb.select(embeddedGroupFields).from(providerGroups).where(inList(providerGroups.id)),
     ),
-    groupEnrollmentLinesOfBusiness: children(groupEnrollmentLinesOfBusinessOf(db, parentRange)),
+    groupEnrollmentLinesOfBusiness: children(groupEnrollmentLinesOfBusinessOf(parentRange)),
 
     // Each document row is also the source of its expirable, if it has an expiration date.
-    documents: preparePages(sqlite, documents.id, (startAfter) =>
-      db.select().from(documents).where(startAfter).orderBy(asc(documents.id)).limit(pageSize),
+    documents: pagesPlan(documents.id, (startAfter) =>
+      qb.select().from(documents).where(startAfter).orderBy(asc(documents.id)).limit(pageSize),
     ),
 
     // The other sources of expirables: identifiers with an expiration date, with what the
     // expirable shows of them.
-    expiringGroupIdentifiers: preparePages(sqlite, groupIdentifiers.id, (startAfter) =>
-      db
+    expiringGroupIdentifiers: pagesPlan(groupIdentifiers.id, (startAfter) =>
+      qb
         .select({
           id: groupIdentifiers.id,
           providerGroupId: groupIdentifiers.providerGroupId,
@@ -574,8 +620,8 @@ export function prepareBulkReads(db: OrganizationDb, sqlite: Database.Database) 
         .orderBy(asc(groupIdentifiers.id))
         .limit(pageSize),
     ),
-    expiringProviderIdentifiers: preparePages(sqlite, providerIdentifiers.id, (startAfter) =>
-      db
+    expiringProviderIdentifiers: pagesPlan(providerIdentifiers.id, (startAfter) =>
+      qb
         .select({
           id: providerIdentifiers.id,
           providerId: providerIdentifiers.providerId,
@@ -590,18 +636,13 @@ export function prepareBulkReads(db: OrganizationDb, sqlite: Database.Database) 
     ),
 
     orphans: {
-      providers: prepareOrphans(sqlite, providerDocs, 'SELECT id FROM providers'),
-      providerGroups: prepareOrphans(sqlite, providerGroupDocs, 'SELECT id FROM provider_groups'),
-      enrollments: prepareOrphans(sqlite, enrollmentDocs, 'SELECT id FROM enrollments'),
-      groupEnrollments: prepareOrphans(
-        sqlite,
-        groupEnrollmentDocs,
-        'SELECT id FROM group_enrollments',
-      ),
-      documents: prepareOrphans(sqlite, documentDocs, 'SELECT id FROM documents'),
+      providers: orphansPlan(providerDocs, 'SELECT id FROM providers'),
+      providerGroups: orphansPlan(providerGroupDocs, 'SELECT id FROM provider_groups'),
+      enrollments: orphansPlan(enrollmentDocs, 'SELECT id FROM enrollments'),
+      groupEnrollments: orphansPlan(groupEnrollmentDocs, 'SELECT id FROM group_enrollments'),
+      documents: orphansPlan(documentDocs, 'SELECT id FROM documents'),
       // Ids as builders.ts `expirableId` makes them.
-      expirables: prepareOrphans(
-        sqlite,
+      expirables: orphansPlan(
         expirableDocs,
         `SELECT 'provider_identifier:' || id FROM provider_identifiers WHERE expires_on IS NOT NULL
          UNION ALL SELECT 'group_identifier:' || id FROM group_identifiers WHERE expires_on IS NOT NULL
@@ -609,6 +650,13 @@ export function prepareBulkReads(db: OrganizationDb, sqlite: Database.Database) 
       ),
     },
   }
+}
+
+/** Planned on the first build in a process: the live path never needs them. */
+let bulkPlans: ReturnType<typeof bulkReadPlans> | undefined
+
+export function prepareBulkReads(sqlite: Database.Database) {
+  return bindPlans(sqlite, (bulkPlans ??= bulkReadPlans()))
 }
 
 export type BulkReads = ReturnType<typeof prepareBulkReads>
@@ -634,75 +682,81 @@ function columnsOf(table: DocumentTable) {
  * nothing when the stored hash equals the new one (then its stamp and body stay). Returns whether
  * it wrote. Values bind by column key, booleans as 1/0 (as drizzle binds them).
  */
-function prepareWrite<T extends DocumentTable>(
-  sqlite: Database.Database,
+function writePlan<T extends DocumentTable>(
   table: T,
   /** SET clauses by column name, for columns not simply replaced by the new value. */
   keep: Record<string, string> = {},
-): (row: T['$inferInsert']) => boolean {
+): Plan<(row: T['$inferInsert']) => boolean> {
   const name = getTableConfig(table).name
   const columns = columnsOf(table)
   const changed = columns
     .filter((c) => c.name.endsWith('hash'))
     .map((c) => `"${name}"."${c.name}" IS NOT excluded."${c.name}"`)
-  const statement = sqlite.prepare<unknown[]>(
-    `INSERT INTO "${name}" (${columns.map((c) => `"${c.name}"`).join(', ')})
+  const text = `INSERT INTO "${name}" (${columns.map((c) => `"${c.name}"`).join(', ')})
      VALUES (${columns.map(() => '?').join(', ')})
      ON CONFLICT ("id") DO UPDATE SET ${columns
        .filter((c) => c.name !== 'id')
        .map((c) => `"${c.name}" = ${keep[c.name] ?? `excluded."${c.name}"`}`)
        .join(', ')}
-     WHERE ${changed.join(' OR ')}`,
-  )
+     WHERE ${changed.join(' OR ')}`
   const keys = columns.map((c) => c.key)
   const booleans = columns.map((c) => c.boolean)
-  return (row) => {
-    const values = new Array<unknown>(keys.length)
-    for (let i = 0; i < keys.length; i++) {
-      const value = (row as Record<string, unknown>)[keys[i]!]
-      values[i] = booleans[i] ? (value ? 1 : 0) : (value ?? null)
-    }
-    return statement.run(values).changes > 0
+  return {
+    on(sqlite) {
+      const statement = preparedOnUse(() => sqlite.prepare<unknown[]>(text))
+      return (row) => {
+        const values = new Array<unknown>(keys.length)
+        for (let i = 0; i < keys.length; i++) {
+          const value = (row as Record<string, unknown>)[keys[i]!]
+          values[i] = booleans[i] ? (value ? 1 : 0) : (value ?? null)
+        }
+        return statement().run(values).changes > 0
+      }
+    },
   }
+}
+
+/** Deletes a served document; true if there was one. */
+function removePlan(table: DocumentTable): Plan<(documentId: string) => boolean> {
+  const text = `DELETE FROM "${getTableConfig(table).name}" WHERE "id" = ?`
+  return {
+    on(sqlite) {
+      const statement = preparedOnUse(() => sqlite.prepare<[string]>(text))
+      return (documentId) => statement().run(documentId).changes > 0
+    },
+  }
+}
+
+// Each provider variant keeps its stamp and body unless its own content changed (the stored
+// body is the same content stamped with the stored stamp). SQLite evaluates every SET
+// expression against the row as it was.
+const keepUnless = (hash: string, column: string) =>
+  `CASE WHEN "doc_providers"."${hash}" = excluded."${hash}" THEN "doc_providers"."${column}" ELSE excluded."${column}" END`
+
+const documentStorePlans = {
+  provider: {
+    /** Writes both variants unless both hashes are unchanged; true if it wrote. */
+    write: writePlan(providerDocs, {
+      updated_at: keepUnless('hash', 'updated_at'),
+      body: keepUnless('hash', 'body'),
+      sensitive_updated_at: keepUnless('sensitive_hash', 'sensitive_updated_at'),
+      sensitive_body: keepUnless('sensitive_hash', 'sensitive_body'),
+    }),
+    remove: removePlan(providerDocs),
+  },
+  providerGroup: { write: writePlan(providerGroupDocs), remove: removePlan(providerGroupDocs) },
+  enrollment: { write: writePlan(enrollmentDocs), remove: removePlan(enrollmentDocs) },
+  groupEnrollment: {
+    write: writePlan(groupEnrollmentDocs),
+    remove: removePlan(groupEnrollmentDocs),
+  },
+  document: { write: writePlan(documentDocs), remove: removePlan(documentDocs) },
+  expirable: { write: writePlan(expirableDocs), remove: removePlan(expirableDocs) },
 }
 
 /** Reads and writes of the served documents. */
 export function prepareDocumentStore(sqlite: Database.Database) {
-  /** Deletes a served document; true if there was one. */
-  const remove = (table: DocumentTable) => {
-    const statement = sqlite.prepare<[string]>(
-      `DELETE FROM "${getTableConfig(table).name}" WHERE "id" = ?`,
-    )
-    return (documentId: string): boolean => statement.run(documentId).changes > 0
-  }
-  // Each provider variant keeps its stamp and body unless its own content changed (the stored
-  // body is the same content stamped with the stored stamp). SQLite evaluates every SET
-  // expression against the row as it was.
-  const keepUnless = (hash: string, column: string) =>
-    `CASE WHEN "doc_providers"."${hash}" = excluded."${hash}" THEN "doc_providers"."${column}" ELSE excluded."${column}" END`
-  return {
-    provider: {
-      /** Writes both variants unless both hashes are unchanged; true if it wrote. */
-      write: prepareWrite(sqlite, providerDocs, {
-        updated_at: keepUnless('hash', 'updated_at'),
-        body: keepUnless('hash', 'body'),
-        sensitive_updated_at: keepUnless('sensitive_hash', 'sensitive_updated_at'),
-        sensitive_body: keepUnless('sensitive_hash', 'sensitive_body'),
-      }),
-      remove: remove(providerDocs),
-    },
-    providerGroup: {
-      write: prepareWrite(sqlite, providerGroupDocs),
-      remove: remove(providerGroupDocs),
-    },
-    enrollment: { write: prepareWrite(sqlite, enrollmentDocs), remove: remove(enrollmentDocs) },
-    groupEnrollment: {
-      write: prepareWrite(sqlite, groupEnrollmentDocs),
-      remove: remove(groupEnrollmentDocs),
-    },
-    document: { write: prepareWrite(sqlite, documentDocs), remove: remove(documentDocs) },
-    expirable: { write: prepareWrite(sqlite, expirableDocs), remove: remove(expirableDocs) },
-  }
+  return bindPlans(sqlite, documentStorePlans)
 }
 
 export type DocumentStore = ReturnType<typeof prepareDocumentStore>

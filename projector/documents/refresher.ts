@@ -5,7 +5,6 @@
 // New hash: the body is written with the batch's stamp, or with the previous generation's stamp
 // when a rebuild finds the same content there. Source row gone: the document row is deleted.
 import type Database from 'better-sqlite3'
-import { organizationDb } from '../../src/sqlite.ts'
 import {
   documentExpirable,
   documentMetadataContent,
@@ -121,8 +120,7 @@ export function createDocumentRefresher(
     buildPageRows?: number
   } = {},
 ): DocumentRefresher {
-  const orm = organizationDb(db)
-  const read = prepareMirrorReads(orm, db)
+  const read = prepareMirrorReads(db)
   const store = prepareDocumentStore(db)
   const priorStamp = options.priorStamp
   const pageRows = options.buildPageRows ?? BUILD_PAGE_ROWS
@@ -379,7 +377,7 @@ export function createDocumentRefresher(
   // ---- The whole-file build: pages of parents, each child list read once per page ----------------
 
   function buildAll(stamp: string): DetailedRefreshStats {
-    const bulk = (bulkReads ??= prepareBulkReads(orm, db))
+    const bulk = (bulkReads ??= prepareBulkReads(db))
     // Stored documents whose source is gone (a truncate, say): refreshing each removes it. Before
     // writing: then the catch-up build's document tables are empty, and the check is free.
     const { orphans } = bulk
