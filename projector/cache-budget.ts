@@ -5,8 +5,15 @@
 // OS on each touch (a 1M-event load made 1.9M page reads and half its CPU time in the kernel).
 // The budget bounds the memory instead of a size per file, since OPEN_FILES_MAX files may be open.
 
-/** SQLite's default cache per connection: no file gets less. */
+/** SQLite's default cache per connection: control.db never gets less. */
 export const MIN_CACHE_KIB = 2000
+
+/**
+ * The least an organization file gets. SQLite's default would let thousands of small files hold
+ * their whole selves in memory (3,000 organizations of 20 providers, about 0.3 MB each: 2.1 GB
+ * with all open); below the budget's share a file reads its pages back from the OS's cache.
+ */
+export const MIN_ORGANIZATION_CACHE_KIB = 64
 
 export interface CacheShares {
   /** control.db: the routing index is touched by every event of every organization. */
@@ -20,7 +27,7 @@ export function cacheShares(budgetBytes: number, organizationFiles: number): Cac
   const budgetKiB = Math.floor(budgetBytes / 1024)
   const controlKiB = Math.max(MIN_CACHE_KIB, Math.floor(budgetKiB / 4))
   const organizationKiB = Math.max(
-    MIN_CACHE_KIB,
+    MIN_ORGANIZATION_CACHE_KIB,
     Math.floor((budgetKiB - controlKiB) / Math.max(1, organizationFiles)),
   )
   return { controlKiB, organizationKiB }

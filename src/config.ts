@@ -4,6 +4,7 @@ import { statSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { resolve } from 'node:path'
 import { z } from 'zod'
+import { defaultOpenFilesMax, openFileLimit } from './descriptors.ts'
 
 export class ConfigError extends Error {
   override name = 'ConfigError'
@@ -60,8 +61,9 @@ const projectorEnv = z.object({
   LOG_LEVEL: logLevel.default('info'),
   /** Checkpoint (TRUNCATE) a file's WAL once it passes this many bytes. */
   WAL_CHECKPOINT_BYTES: positiveInt.default(16 * 1024 * 1024),
-  // Organization files kept open; a batch touching more reopens them (about 5 ms each).
-  OPEN_FILES_MAX: positiveInt.default(256),
+  // Organization files kept open; a batch touching more reopens them (1-3 ms each). Default: from
+  // the process's limit on open files (src/descriptors.ts).
+  OPEN_FILES_MAX: positiveInt.optional(),
   /**
    * Megabytes of SQLite page cache the projector's files share (projector/cache-budget.ts). With
    * SQLite's default 2 MB per file, random-key inserts read most pages back from the OS: a 1M-event
@@ -132,8 +134,11 @@ const apiEnv = z.object({
   RATE_LIMIT_PER_KEY: positiveInt.default(120),
   RATE_LIMIT_PER_ORGANIZATION: positiveInt.default(600),
   RATE_LIMIT_WINDOW_SECONDS: positiveInt.default(60),
-  /** Most organization files kept open at once (least recently used are closed). */
-  OPEN_FILES_MAX: positiveInt.default(256),
+  /**
+   * Most organization files kept open at once (least recently used are closed). Default: from the
+   * process's limit on open files (src/descriptors.ts).
+   */
+  OPEN_FILES_MAX: positiveInt.optional(),
   /**
    * Megabytes of list-page response bodies cached, shared by every open organization file
    * (api/page-cache.ts); 0 turns the cache off.
@@ -235,7 +240,7 @@ export function loadProjectorConfig(env: Env): ProjectorConfig {
     admin: { host: e.ADMIN_HOST, port: e.ADMIN_PORT },
     logLevel: e.LOG_LEVEL,
     walCheckpointBytes: e.WAL_CHECKPOINT_BYTES,
-    openFilesMax: e.OPEN_FILES_MAX,
+    openFilesMax: e.OPEN_FILES_MAX ?? defaultOpenFilesMax(openFileLimit()),
     sqliteCacheBytes: e.SQLITE_CACHE_MB * 1024 * 1024,
     documentBuildWorkers: e.DOCUMENT_BUILD_WORKERS,
     lanes: e.LANES,
@@ -256,7 +261,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       perOrganization: e.RATE_LIMIT_PER_ORGANIZATION,
       windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS,
     },
-    openFilesMax: e.OPEN_FILES_MAX,
+    openFilesMax: e.OPEN_FILES_MAX ?? defaultOpenFilesMax(openFileLimit()),
     pageCacheBytes: e.PAGE_CACHE_MB * 1024 * 1024,
     logLevel: e.LOG_LEVEL,
     cursorSecret: e.CURSOR_SECRET ?? DEFAULT_CURSOR_SECRET,

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { defaultOpenFilesMax, openFileLimit } from '../../src/descriptors.ts'
 import {
   ConfigError,
   isolatedChildEnv,
@@ -40,7 +41,7 @@ describe('loadApiConfig', () => {
       admin: { host: '127.0.0.1', port: 9465 },
       redisUrl: undefined,
       rateLimit: { perKey: 120, perOrganization: 600, windowSeconds: 60 },
-      openFilesMax: 256,
+      openFilesMax: defaultOpenFilesMax(openFileLimit()),
       pageCacheBytes: 64 * 1024 * 1024,
       logLevel: 'info',
       cursorSecret: expect.any(String) as string,
@@ -144,8 +145,8 @@ describe('loadProjectorConfig', () => {
     )
   })
 
-  it('keeps 256 organization files open by default, configurable, and refuses 0', () => {
-    expect(loadProjectorConfig({}).openFilesMax).toBe(256)
+  it('keeps open by default as many organization files as the descriptors allow, configurable, and refuses 0', () => {
+    expect(loadProjectorConfig({}).openFilesMax).toBe(defaultOpenFilesMax(openFileLimit()))
     expect(loadProjectorConfig({ OPEN_FILES_MAX: '1024' }).openFilesMax).toBe(1024)
     expect(() => loadProjectorConfig({ OPEN_FILES_MAX: '0' })).toThrow(/OPEN_FILES_MAX: /)
   })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { cacheShares, MIN_CACHE_KIB } from '../../../projector/cache-budget.ts'
+import { cacheShares, MIN_CACHE_KIB, MIN_ORGANIZATION_CACHE_KIB } from '../../../projector/cache-budget.ts'
 
 const MB = 1024 * 1024
 
@@ -8,18 +8,18 @@ describe('cacheShares', () => {
     expect(cacheShares(128 * MB, 4)).toEqual({ controlKiB: 32 * 1024, organizationKiB: 24 * 1024 })
   })
 
-  it('stays within the budget as files open, until each file is at SQLite default', () => {
-    for (const files of [1, 2, 7, 20, 48]) {
+  it('stays within the budget as files open, until each file is at its floor', () => {
+    for (const files of [1, 2, 7, 20, 48, 256, 1500]) {
       const { controlKiB, organizationKiB } = cacheShares(128 * MB, files)
       expect(controlKiB + organizationKiB * files).toBeLessThanOrEqual(128 * 1024)
     }
-    expect(cacheShares(128 * MB, 256).organizationKiB).toBe(MIN_CACHE_KIB)
+    expect(cacheShares(128 * MB, 3000).organizationKiB).toBe(MIN_ORGANIZATION_CACHE_KIB)
   })
 
-  it('never gives a file less than SQLite default, however small the budget', () => {
+  it('never gives control.db less than SQLite default, nor a file less than its floor', () => {
     expect(cacheShares(1 * MB, 0)).toEqual({
       controlKiB: MIN_CACHE_KIB,
-      organizationKiB: MIN_CACHE_KIB,
+      organizationKiB: MIN_ORGANIZATION_CACHE_KIB,
     })
   })
 })

@@ -1,0 +1,35 @@
+// OPEN_FILES_MAX's default follows the process's limit on open files.
+import { describe, expect, it } from 'vitest'
+import { defaultOpenFilesMax, parseOpenFileLimit } from '../../src/descriptors.ts'
+
+const limits = (soft: string, hard: string) =>
+  [
+    'Limit                     Soft Limit           Hard Limit           Units     ',
+    'Max cpu time              unlimited            unlimited            seconds   ',
+    `Max open files            ${soft.padEnd(21)}${hard.padEnd(21)}files     `,
+    'Max locked memory         8388608              8388608              bytes     ',
+  ].join('\n')
+
+describe('parseOpenFileLimit', () => {
+  it('reads the soft limit', () => {
+    expect(parseOpenFileLimit(limits('20000', '1048576'))).toBe(20_000)
+  })
+
+  it('reads unlimited as no limit, and a missing line as unknown', () => {
+    expect(parseOpenFileLimit(limits('unlimited', 'unlimited'))).toBe(Number.MAX_SAFE_INTEGER)
+    expect(parseOpenFileLimit('Max cpu time  unlimited  unlimited  seconds')).toBeUndefined()
+  })
+})
+
+describe('defaultOpenFilesMax', () => {
+  it('keeps a quarter of the descriptors for files, at least 64 and at most 8192', () => {
+    expect(defaultOpenFilesMax(20_000)).toBe(5_000)
+    expect(defaultOpenFilesMax(1_024)).toBe(256)
+    expect(defaultOpenFilesMax(100)).toBe(64)
+    expect(defaultOpenFilesMax(1_048_576)).toBe(8_192)
+  })
+
+  it('keeps 256 where the limit is unknown', () => {
+    expect(defaultOpenFilesMax(undefined)).toBe(256)
+  })
+})
