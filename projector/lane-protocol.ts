@@ -75,6 +75,8 @@ export interface LaneOutcome {
   documents: RefreshStats
   latestCommittedAtMs: number | undefined
   skipped: number
+  /** Files in a held transaction after the batch (an initial load's `loadCommitEvents`). */
+  heldFiles: number
 }
 
 export type LaneAnswer =

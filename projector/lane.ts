@@ -81,6 +81,7 @@ function applyBatch(request: Extract<LaneRequest, { type: 'batch' }>): LaneOutco
     documents: { rewritten: 0, unchanged: 0, removed: 0 },
     latestCommittedAtMs: undefined,
     skipped: 0,
+    heldFiles: 0,
   }
   const count = (table: string, what: string) => {
     const byOutcome = (outcome.events[table] ??= {})
@@ -197,6 +198,9 @@ function applyBatch(request: Extract<LaneRequest, { type: 'batch' }>): LaneOutco
     })
   }
   applyDecoded()
+  if (request.hold) {
+    for (const file of files.values()) if (file.inTransaction) outcome.heldFiles++
+  }
   return outcome
 }
 

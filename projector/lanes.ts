@@ -17,7 +17,13 @@ import { dirname } from 'node:path'
 import { Worker } from 'node:worker_threads'
 import type { Logger } from 'pino'
 import type { OrganizationTable } from '../schema/events.ts'
-import { createApplier, type ApplierOptions, type BatchOutcome, type DeadLetter } from './apply.ts'
+import {
+  createApplier,
+  loadRoundOver,
+  type ApplierOptions,
+  type BatchOutcome,
+  type DeadLetter,
+} from './apply.ts'
 import { typescriptWorkerSource } from './build-pool.ts'
 import { classifyRecord } from './classify.ts'
 import type { ControlEvent, ControlFile } from './control-file.ts'
@@ -583,8 +589,11 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
       }
       throw error
     }
+    /** Files the lanes hold in the load's transactions (`loadRoundOver`). */
+    let heldFiles = 0
     for (const answer of answers) {
       if (answer === undefined) continue
+      heldFiles += answer.heldFiles
       for (const letter of answer.deadLetters) {
         const record = letter.record ?? recordAt(letter.index)
         if (record !== undefined) {
@@ -609,8 +618,9 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
     outcome.deadLetters = letters.sort((a, b) => a.order - b.order).map((l) => l.letter)
     if (hold) {
       uncommittedEvents += count
-      if (uncommittedEvents < options.loadCommitEvents!) outcome.committed = false
-      else await commitAll()
+      if (!loadRoundOver(uncommittedEvents, heldFiles, options.loadCommitEvents!)) {
+        outcome.committed = false
+      } else await commitAll()
     } else control.boundWal(options.walCheckpointBytes)
     return outcome
   }
