@@ -53,23 +53,14 @@ export interface BatchOutcome {
   committed: boolean
 }
 
-/**
- * Events an initial load carries per file it holds in a transaction before it commits them: a
- * round ends at `loadCommitEvents` or at this many events per held file, whichever is more. Each
- * file's commit is a few synced writes (its rollback journal, then the file): seven organizations
- * commit seven files a round, but 3,000 small ones, interleaved in the topics, committed nearly
- * every file every round, 37 rounds over a 1.85M-event load, and those syncs were most of its
- * time. What a longer round costs is redelivery after a crash, as for any round.
- */
-export const LOAD_EVENTS_PER_HELD_FILE = 1_000
-
-/** Whether an initial load's round is over: commit what it holds. Pure. */
+/** Whether an initial load's round is over: commit what it holds (`loadCommitEvents`). Pure. */
 export function loadRoundOver(
   uncommittedEvents: number,
   heldFiles: number,
-  loadCommitEvents: number,
+  options: Pick<ApplierOptions, 'loadCommitEvents' | 'loadEventsPerHeldFile'>,
 ): boolean {
-  return uncommittedEvents >= Math.max(loadCommitEvents, heldFiles * LOAD_EVENTS_PER_HELD_FILE)
+  const perFile = options.loadEventsPerHeldFile ?? 0
+  return uncommittedEvents >= Math.max(options.loadCommitEvents ?? 0, heldFiles * perFile)
 }
 
 export interface ApplierOptions {
@@ -91,6 +82,11 @@ export interface ApplierOptions {
    * wrote several times the data. 0 or absent: a commit per batch.
    */
   loadCommitEvents?: number
+  /**
+   * And at least this many events per file held in a transaction (projector.ts
+   * LOAD_EVENTS_PER_HELD_FILE); 0 or absent: `loadCommitEvents` alone.
+   */
+  loadEventsPerHeldFile?: number
   maxOpenFiles?: number
   /** SQLite page cache shared by control.db and the open organization files (cache-budget.ts). */
   cacheBudgetBytes?: number
@@ -510,7 +506,7 @@ export function createApplier(options: ApplierOptions): Applier {
         uncommittedEvents += records.length
         let heldFiles = 0
         for (const file of files.values()) if (file.inTransaction) heldFiles++
-        if (!loadRoundOver(uncommittedEvents, heldFiles, options.loadCommitEvents!)) {
+        if (!loadRoundOver(uncommittedEvents, heldFiles, options)) {
           outcome.committed = false
         } else commitAll()
       } else control.boundWal(options.walCheckpointBytes)

@@ -618,7 +618,7 @@ export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
     outcome.deadLetters = letters.sort((a, b) => a.order - b.order).map((l) => l.letter)
     if (hold) {
       uncommittedEvents += count
-      if (!loadRoundOver(uncommittedEvents, heldFiles, options.loadCommitEvents!)) {
+      if (!loadRoundOver(uncommittedEvents, heldFiles, options)) {
         outcome.committed = false
       } else await commitAll()
     } else control.boundWal(options.walCheckpointBytes)

@@ -87,7 +87,9 @@ export function createMirror(
     ),
   )
   const clearDeleted = preparedOnUse(() =>
-    db.prepare<[string, string]>(`DELETE FROM ${deletedRowsTable} WHERE source_table = ? AND id = ?`),
+    db.prepare<[string, string]>(
+      `DELETE FROM ${deletedRowsTable} WHERE source_table = ? AND id = ?`,
+    ),
   )
   // Delete positions are rare: while the file has none, a new row need not look one up. Set
   // once any may exist (a rolled-back delete leaves it set, which only costs lookups).

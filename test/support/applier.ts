@@ -24,6 +24,7 @@ export function testApplier(
     | 'deferDocumentsUntilCaughtUp'
     | 'documentBuildWorkers'
     | 'loadCommitEvents'
+    | 'loadEventsPerHeldFile'
   > & { logger?: ApplierOptions['logger'] },
   dataDir?: string,
   made?: (dir: string) => void,

@@ -117,12 +117,13 @@ describe('applyBatch', () => {
   })
 
   describe('an initial load holding its transactions over batches', () => {
-    function loading() {
+    function loading(loadEventsPerHeldFile?: number) {
       const made = testApplier(
         {
           offsetGuard: true,
           deferDocumentsUntilCaughtUp: true,
           loadCommitEvents: 3,
+          ...(loadEventsPerHeldFile === undefined ? {} : { loadEventsPerHeldFile }),
           clock: () => new Date('2026-11-22T10:00:00.000Z'),
         },
         undefined,
@@ -167,6 +168,18 @@ describe('applyBatch', () => {
       expect(applier.applyBatch([provider(4)]).committed).toBe(false)
       applier.commit()
       expect(committedProviders(ORG_A)).toEqual([uuid(1), uuid(3), uuid(4)])
+      applier.close()
+    })
+
+    it('carries a round on while it holds many files: its commit syncs each of them', () => {
+      const { applier, committedProviders } = loading(2)
+      // Two files held: the round ends at 2 x 2 = 4 events, not at loadCommitEvents' 3.
+      expect(applier.applyBatch([provider(1), provider(2, ORG_B)]).committed).toBe(false)
+      expect(applier.applyBatch([provider(3)]).committed).toBe(false)
+      expect(committedProviders(ORG_A)).toEqual([])
+      expect(applier.applyBatch([provider(4)]).committed).toBe(true)
+      expect(committedProviders(ORG_A)).toEqual([uuid(1), uuid(3), uuid(4)])
+      expect(committedProviders(ORG_B)).toEqual([uuid(2)])
       applier.close()
     })
 
