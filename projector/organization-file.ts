@@ -148,7 +148,11 @@ function createFromImage(path: string, deferred: boolean): void {
   let image = newFileImages.get(deferred)
   if (image === undefined) {
     const db = openForWriting(':memory:', 'organization')
-    if (deferred) setIndexesAside(db, mirroredTableNames)
+    if (deferred) {
+      setIndexesAside(db, mirroredTableNames)
+      // The dropped indexes' pages are free: without them a new file is 200 KB, not 336 KB.
+      db.exec('VACUUM')
+    }
     image = db.serialize()
     db.close()
     newFileImages.set(deferred, image)
