@@ -257,7 +257,11 @@ export function createApplier(options: ApplierOptions): Applier {
         path,
         ...(previousPath === undefined ? {} : { previousPath }),
         now,
-        cacheKiB: organizationCacheKiB ?? MIN_CACHE_KIB,
+        // The budget split among the builds that run at once (this thread's and the workers').
+        cacheKiB:
+          options.cacheBudgetBytes === undefined
+            ? MIN_CACHE_KIB
+            : cacheShares(options.cacheBudgetBytes, workers + 1).organizationKiB,
         walCheckpointBytes: options.walCheckpointBytes,
         bytes: statSync(path).size,
       })
@@ -289,6 +293,13 @@ export function createApplier(options: ApplierOptions): Applier {
     if (cacheKiB !== undefined) file.setCacheKiB(cacheKiB)
     const stats = file.buildDocuments(now)
     file.boundWal(options.walCheckpointBytes)
+    // Built, it goes: kept, thousands of organizations built one after another would all stay
+    // open, each with the statements and page cache its build filled (3,000 of 20 providers: a
+    // peak of 3.1 GB). Closing commits what a load held in it (organization-file.ts).
+    if (!file.inTransaction) {
+      files.delete(organizationId)
+      file.close()
+    }
     return { organizationId, stats, seconds: Number(process.hrtime.bigint() - started) / 1e9 }
   }
 
