@@ -2,11 +2,14 @@
 // operators' dry run (a rebuild built aside against the live file) and `verify` (documents built
 // from PostgreSQL against the live file) both ask "which responses would differ?".
 //
-// Content is the stored hash of each response without `updatedAt` (providers: both variants, so
-// a change only keys with the sensitive scope see counts too). The actual file is attached to a
-// read-only connection of the expected one (an attached file takes the connection's read-only
-// flag) and both are read in one read transaction, so a live file the projector is writing
-// meanwhile is compared as of one committed state.
+// Content is what the api reads to answer: each stored body without its `updatedAt` (providers:
+// both variants, so a change only keys with the sensitive scope see counts too), and the columns
+// its filters and order test. Never the stored hash: a body changed or corrupted under an
+// unchanged hash is served as it is, so it must be found. A body whose `updatedAt` is not its
+// row's stamp is compared whole, so it differs too (a poller's cursor would disagree with it).
+// The actual file is attached to a read-only connection of the expected one (an attached file
+// takes the connection's read-only flag) and both are read in one read transaction, so a live
+// file the projector is writing meanwhile is compared as of one committed state.
 import Database from 'better-sqlite3'
 
 /** The API's resources, named as their paths are (spec/api-v1.md section 4). */
@@ -38,13 +41,61 @@ export interface ResourceDiff {
   disappeared: IdSample
 }
 
-const documentTables: Record<ComparedResource, { table: string; content: string[] }> = {
-  providers: { table: 'doc_providers', content: ['hash', 'sensitive_hash'] },
-  'provider-groups': { table: 'doc_provider_groups', content: ['hash'] },
-  enrollments: { table: 'doc_enrollments', content: ['hash'] },
-  'group-enrollments': { table: 'doc_group_enrollments', content: ['hash'] },
-  documents: { table: 'doc_documents', content: ['hash'] },
-  expirables: { table: 'doc_expirables', content: ['hash'] },
+/** A stored body and the stamp it ends with (`,"updatedAt":"<stamp>"}`); no stamp: served whole. */
+interface ServedBody {
+  body: string
+  stamp?: string
+}
+
+/** What the api serves of each resource: its bodies, and the columns it filters and orders by. */
+const documentTables: Record<
+  ComparedResource,
+  { table: string; bodies: ServedBody[]; columns: string[] }
+> = {
+  providers: {
+    table: 'doc_providers',
+    bodies: [
+      { body: 'body', stamp: 'updated_at' },
+      { body: 'sensitive_body', stamp: 'sensitive_updated_at' },
+    ],
+    columns: ['is_active'],
+  },
+  'provider-groups': {
+    table: 'doc_provider_groups',
+    bodies: [{ body: 'body', stamp: 'updated_at' }],
+    columns: [],
+  },
+  enrollments: {
+    table: 'doc_enrollments',
+    bodies: [{ body: 'body', stamp: 'updated_at' }],
+    columns: ['provider_id', 'status', 'payer_key'],
+  },
+  'group-enrollments': {
+    table: 'doc_group_enrollments',
+    bodies: [{ body: 'body', stamp: 'updated_at' }],
+    columns: ['provider_group_id', 'status', 'payer_key'],
+  },
+  documents: {
+    table: 'doc_documents',
+    bodies: [{ body: 'body', stamp: 'updated_at' }],
+    columns: ['provider_id', 'provider_group_id'],
+  },
+  // Stored without its last two keys: the api appends the day count (from expires_on) and the
+  // stamp to each response.
+  expirables: {
+    table: 'doc_expirables',
+    bodies: [{ body: 'body' }],
+    columns: ['expires_on', 'source_type', 'source_id'],
+  },
+}
+
+/** The SQL of what row `alias` serves of `body`: its text without the stamp it should end with. */
+function servedContent(alias: string, { body, stamp }: ServedBody): string {
+  if (stamp === undefined) return `${alias}.${body}`
+  const suffix = `(',"updatedAt":' || json_quote(${alias}.${stamp}) || '}')`
+  return `(CASE WHEN substr(${alias}.${body}, -length(${suffix})) = ${suffix}
+    THEN substr(${alias}.${body}, 1, length(${alias}.${body}) - length(${suffix}))
+    ELSE ${alias}.${body} END)`
 }
 
 /** Default number of ids listed of each kind. */
@@ -83,7 +134,7 @@ function compareResource(
   actualPath: string | undefined,
   limit: number,
 ): ResourceDiff {
-  const { table, content } = documentTables[resource]
+  const { table, bodies, columns } = documentTables[resource]
   const expected = `main.${table}`
   if (actualPath === undefined) {
     return {
@@ -95,7 +146,10 @@ function compareResource(
     }
   }
   const actual = `actual.${table}`
-  const differs = content.map((c) => `e.${c} IS NOT a.${c}`).join(' OR ')
+  const differs = [
+    ...bodies.map((b) => `${servedContent('e', b)} IS NOT ${servedContent('a', b)}`),
+    ...columns.map((c) => `e.${c} IS NOT a.${c}`),
+  ].join(' OR ')
   const both = `${expected} e JOIN ${actual} a ON a.id = e.id`
   return {
     resource,

@@ -265,9 +265,13 @@ describe('npm run verify', { timeout: 300_000 }, () => {
   it('names exactly the documents changed behind the projector, exit 1; --org narrows', async () => {
     const db = new Database(livePath(a.organizationId))
     try {
+      // The served bodies change, their stored hashes do not: what the api serves is what counts.
+      db.prepare(`UPDATE doc_providers SET body = replace(body, 'Ada', 'Eve') WHERE id = ?`).run(
+        a.providers[0],
+      )
       db.prepare(
-        `UPDATE doc_providers SET hash = 'drift', body = replace(body, 'Ada', 'Eve') WHERE id = ?`,
-      ).run(a.providers[0])
+        `UPDATE doc_documents SET body = replace(body, '"fileName":"', '"fileName":"tampered-') WHERE id = ?`,
+      ).run(a.documents[1])
       db.prepare('DELETE FROM doc_providers WHERE id = ?').run(a.providers[1])
       copyDocument(db, a.documents[0]!, EXTRA_DOCUMENT)
     } finally {
@@ -291,7 +295,7 @@ describe('npm run verify', { timeout: 300_000 }, () => {
       extra: { count: 0, ids: [] },
     })
     expect(resource(report, a.organizationId, 'documents')).toMatchObject({
-      differing: { count: 0 },
+      differing: { count: 1, ids: [a.documents[1]] },
       missing: { count: 0 },
       extra: { count: 1, ids: [EXTRA_DOCUMENT] },
     })
@@ -341,7 +345,9 @@ describe('npm run verify', { timeout: 300_000 }, () => {
 
   it('a repair killed with SIGKILL leaves the live file serving and unchanged; the next run starts clean', async () => {
     const db = new Database(livePath(b.organizationId))
-    db.prepare(`UPDATE doc_providers SET hash = 'drift' WHERE id = ?`).run(b.providers[0])
+    db.prepare(`UPDATE doc_providers SET body = replace(body, 'Ada', 'Eve') WHERE id = ?`).run(
+      b.providers[0],
+    )
     db.close()
     const path = livePath(b.organizationId)
     const before = digest(path)
