@@ -42,7 +42,7 @@ export interface ResourceDiff {
 }
 
 /** A stored body and the stamp it ends with (`,"updatedAt":"<stamp>"}`); no stamp: served whole. */
-interface ServedBody {
+export interface ServedBody {
   body: string
   stamp?: string
 }
@@ -90,7 +90,7 @@ const documentTables: Record<
 }
 
 /** The SQL of what row `alias` serves of `body`: its text without the stamp it should end with. */
-function servedContent(alias: string, { body, stamp }: ServedBody): string {
+export function servedContent(alias: string, { body, stamp }: ServedBody): string {
   if (stamp === undefined) return `${alias}.${body}`
   const suffix = `(',"updatedAt":' || json_quote(${alias}.${stamp}) || '}')`
   return `(CASE WHEN substr(${alias}.${body}, -length(${suffix})) = ${suffix}
