@@ -25,6 +25,7 @@ export {
 export {
   documentExpirable,
   documentMetadataContent,
+  documentMetadataJson,
   enrollmentContent,
   expirableBody,
   expirableId,

@@ -73,7 +73,18 @@ interface RawSelect {
   bind(values: Readonly<Record<string, unknown>>): unknown[]
   keys: string[]
   booleans: boolean[]
+  /** Integers read exactly: as numbers where a double holds them, else as decimal text. */
+  exact: boolean
   text: string
+}
+
+/**
+ * An int64 as the documents serve it: a number where a double holds it exactly, else its decimal
+ * text (documents.size_bytes is a bigint; better-sqlite3 would round it past 2^53).
+ */
+export function exactInteger(value: bigint): number | string {
+  const n = Number(value)
+  return Number.isSafeInteger(n) ? n : value.toString()
 }
 
 /** Prepares a drizzle select whose parameters are all placeholders named in `names`. */
@@ -81,6 +92,7 @@ function prepareRaw(
   sqlite: Database.Database,
   query: BuiltSelect<unknown>,
   names: readonly string[],
+  exact = false,
 ): RawSelect {
   const { sql: text, params } = query.toSQL()
   const order = params.map((param) => {
@@ -97,10 +109,11 @@ function prepareRaw(
     return field.columnType === 'SQLiteBoolean'
   })
   return {
-    statement: sqlite.prepare<unknown[], unknown[]>(text).raw(true),
+    statement: sqlite.prepare<unknown[], unknown[]>(text).raw(true).safeIntegers(exact),
     bind: (values) => order.map((name) => values[name]),
     keys: fields.map(([key]) => key),
     booleans,
+    exact,
     text,
   }
 }
@@ -109,11 +122,12 @@ function prepareRaw(
  * Maps a raw row from column `from` on as drizzle maps it: null stays null, boolean columns read
  * `Number(v) === 1`, every other column here is returned as is.
  */
-function rowMapper<T>({ keys, booleans }: RawSelect, from = 0): (values: unknown[]) => T {
+function rowMapper<T>({ keys, booleans, exact }: RawSelect, from = 0): (values: unknown[]) => T {
   return (values) => {
     const row: Record<string, unknown> = {}
     for (let i = from; i < keys.length; i++) {
-      const value = values[i]
+      let value = values[i]
+      if (exact && typeof value === 'bigint') value = exactInteger(value)
       row[keys[i]!] = value === null ? null : booleans[i] ? Number(value) === 1 : value
     }
     return row as T
@@ -127,8 +141,12 @@ export interface ReadById<T> {
 }
 
 /** Prepares a drizzle select whose only parameter is the `id` placeholder. */
-function prepareRead<T>(sqlite: Database.Database, query: BuiltSelect<T>): ReadById<T> {
-  const raw = prepareRaw(sqlite, query, ['id'])
+function prepareRead<T>(
+  sqlite: Database.Database,
+  query: BuiltSelect<T>,
+  exact = false,
+): ReadById<T> {
+  const raw = prepareRaw(sqlite, query, ['id'], exact)
   const map = rowMapper<T>(raw)
   return {
     get(id) {
@@ -380,7 +398,8 @@ export function prepareMirrorReads(db: OrganizationDb, sqlite: Database.Database
     ),
     groupEnrollmentLinesOfBusiness: read(groupEnrollmentLinesOfBusinessOf(db, oneParent)),
 
-    document: read(db.select().from(documents).where(eq(documents.id, id))),
+    // Exact: size_bytes is a bigint.
+    document: prepareRead(sqlite, db.select().from(documents).where(eq(documents.id, id)), true),
     providerIdentifier: read(
       db.select().from(providerIdentifiers).where(eq(providerIdentifiers.id, id)),
     ),
@@ -431,10 +450,11 @@ function preparePages<T extends { id: string }>(
   sqlite: Database.Database,
   idColumn: AnySQLiteColumn,
   query: (startAfter: SQL | undefined) => BuiltSelect<T>,
+  exact = false,
 ): Pages<T> {
-  const firstPage = prepareRaw(sqlite, query(undefined), ['limit'])
+  const firstPage = prepareRaw(sqlite, query(undefined), ['limit'], exact)
   // Keyset: each page starts after the last id of the one before.
-  const nextPage = prepareRaw(sqlite, query(gt(idColumn, pageAfter)), ['after', 'limit'])
+  const nextPage = prepareRaw(sqlite, query(gt(idColumn, pageAfter)), ['after', 'limit'], exact)
   const map = rowMapper<T>(firstPage)
   return function* (size) {
     let page = firstPage.statement.all(firstPage.bind({ limit: size })).map(map)
@@ -554,8 +574,12 @@ export function prepareBulkReads(db: OrganizationDb, sqlite: Database.Database) 
     groupEnrollmentLinesOfBusiness: children(groupEnrollmentLinesOfBusinessOf(db, parentRange)),
 
     // Each document row is also the source of its expirable, if it has an expiration date.
-    documents: preparePages(sqlite, documents.id, (startAfter) =>
-      db.select().from(documents).where(startAfter).orderBy(asc(documents.id)).limit(pageSize),
+    documents: preparePages(
+      sqlite,
+      documents.id,
+      (startAfter) =>
+        db.select().from(documents).where(startAfter).orderBy(asc(documents.id)).limit(pageSize),
+      true,
     ),
 
     // The other sources of expirables: identifiers with an expiration date, with what the
