@@ -11,8 +11,8 @@
 //      snapshot is checked again with a new snapshot (up to three passes), since its differences
 //      may be those changes;
 //   5. with --repair, the drifted organizations rebuilt from the topics (the per-organization
-//      rebuild, in this process) and checked again. control.db is not repaired here: its rows are
-//      rebuilt only with the whole replica (`--rebuild`), which the report says.
+//      rebuild, in this process), control.db's organizations and API keys replaced with what
+//      their topics hold (repair.ts), both through the live projector, and checked again.
 //
 // The live replica is only read, except by --repair's rebuild, whose hand-over leaves the live
 // file serving and unchanged if it is killed at any point. A run killed here leaves only its
@@ -33,8 +33,8 @@ import {
 import { readOrganizationFiles } from '../control-file.ts'
 import { compareDocumentFiles, comparedResources, type ResourceDiff } from '../documents/index.ts'
 import { processAlive } from '../rebuild/lock.ts'
-import { rebuildAside, removeRebuildLeftovers } from '../rebuild/run.ts'
-import { buildExpected } from './build.ts'
+import { knownOrganizations, rebuildAside, removeRebuildLeftovers } from '../rebuild/run.ts'
+import { buildExpected, type RefusedRow } from './build.ts'
 import { compareControlFiles, type ControlTableDiff } from './control.ts'
 import {
   appliedPast,
@@ -51,6 +51,7 @@ import {
   type OrganizationVerdict,
   type VerifyReport,
 } from './report.ts'
+import { repairControl } from './repair.ts'
 import { openProductDatabase, VerifyRefused } from './source.ts'
 
 /** Passes at most: the first, then re-checks of organizations that changed after the snapshot. */
@@ -81,6 +82,9 @@ export async function verifyReplica(
       `${config.projector.dataDir} holds no replica to verify (no CURRENT generation)`,
     )
   }
+  // Checked before anything is taken or touched (--repair's rebuild lock included): PostgreSQL
+  // answers with the grants, and every organization asked for is known to one side or the other.
+  await checkSource(config, live, options.organizations)
   const groupId = consumerGroup(live) ?? config.projector.kafka.groupId
   const kafka = await openKafkaView({
     brokers: config.projector.kafka.brokers,
@@ -100,21 +104,54 @@ export async function verifyReplica(
     const drifted = report.organizations
       .filter((o) => o.status === 'drifted')
       .map((o) => o.organizationId)
-    // control.db alone drifted: nothing a per-organization rebuild mends (the report says so).
-    if (drifted.length === 0) return report
-    deps.logger.info({ organizations: drifted }, 'repairing: rebuilding the drifted organizations')
-    await rebuildAside(
-      {
-        config: config.projector,
-        logger: deps.logger,
-        ...(deps.signal === undefined ? {} : { signal: deps.signal }),
-      },
-      { organizations: drifted, dryRun: false },
-    )
+    const signal = deps.signal === undefined ? {} : { signal: deps.signal }
+    if (drifted.length > 0) {
+      deps.logger.info(
+        { organizations: drifted },
+        'repairing: rebuilding the drifted organizations',
+      )
+      await rebuildAside(
+        { config: config.projector, logger: deps.logger, ...signal },
+        { organizations: drifted, dryRun: false },
+      )
+    }
+    const control = report.control.status === 'drifted'
+    if (control) {
+      deps.logger.info("repairing: control.db's organizations and API keys from their topics")
+      await repairControl(
+        { config: config.projector, logger: deps.logger, live, ...signal },
+        options.organizations,
+      )
+    }
     const after = await checkOrganizations(context, drifted, options.organizations)
-    return { ...report, repair: { rebuilt: drifted, after } }
+    return { ...report, repair: { rebuilt: drifted, control, after } }
   } finally {
     await kafka.close()
+  }
+}
+
+/**
+ * Refuses (one line, exit 2) when PostgreSQL cannot be read, or when an organization asked for is
+ * neither in PostgreSQL nor in the replica: a typo must not pass as "no drift".
+ */
+async function checkSource(
+  config: VerifyConfig,
+  live: Generation,
+  organizations: readonly string[] | undefined,
+): Promise<void> {
+  const database = await openProductDatabase(config.databaseUrl, { pageRows: config.pageRows })
+  try {
+    if (organizations === undefined) return
+    const inSource = await database.organizationsIn(organizations)
+    const inReplica = knownOrganizations(live)
+    const unknown = organizations.filter((id) => !inSource.has(id) && !inReplica.has(id))
+    if (unknown.length > 0) {
+      throw new VerifyRefused(
+        `unknown organization${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}: neither in PostgreSQL nor in the replica`,
+      )
+    }
+  } finally {
+    await database.close()
   }
 }
 
@@ -141,14 +178,15 @@ async function checkOrganizations(
   let control: ControlVerdict | undefined
   let lag: LagReport | undefined
   let rowsRead = 0
-  let rowsRefused = 0
+  // By table and id: a row re-read by a later pass is one row.
+  const refused = new Map<string, RefusedRow>()
   let passes = 0
   for (; passes < MAX_PASSES;) {
     passes++
     const pass = await checkPass(context, pending, scope)
     lag ??= pass.lag
     rowsRead += pass.rowsRead
-    rowsRefused += pass.rowsRefused
+    for (const row of pass.refused) refused.set(`${row.table}\u0000${row.id}`, row)
     const recheck: string[] = []
     for (const verdict of pass.verdicts) {
       if (verdict.status === 'drifted' && pass.ahead.has(verdict.organizationId)) {
@@ -180,7 +218,12 @@ async function checkOrganizations(
     drift: verdicts.some((v) => v.status === 'drifted') || control!.status === 'drifted',
     unsettled: verdicts.filter((v) => v.status === 'unsettled').map((v) => v.organizationId),
     rowsRead,
-    rowsRefused,
+    refused: [...refused.values()].sort(
+      (x, y) =>
+        x.organizationId.localeCompare(y.organizationId) ||
+        x.table.localeCompare(y.table) ||
+        x.id.localeCompare(y.id),
+    ),
     passes,
     seconds: Math.round((performance.now() - started) / 100) / 10,
     lag: lag!,
@@ -198,7 +241,7 @@ interface Pass {
   controlAhead: boolean
   lag: LagReport
   rowsRead: number
-  rowsRefused: number
+  refused: RefusedRow[]
 }
 
 async function checkPass(
@@ -277,7 +320,7 @@ async function checkPass(
         debezium: caught.debezium,
       },
       rowsRead: expected.rows,
-      rowsRefused: expected.refused,
+      refused: expected.refused,
     }
   } finally {
     await database.close()

@@ -5,8 +5,8 @@
 // one pipeline.
 import Database from 'better-sqlite3'
 import { spawn } from 'node:child_process'
-import { createHash } from 'node:crypto'
-import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs'
+import { createHash, randomUUID } from 'node:crypto'
+import { existsSync, mkdirSync, readdirSync, readFileSync, watch } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -15,6 +15,7 @@ import type { VerifyReport } from '../../../projector/verify/report.ts'
 import { currentGeneration } from '../../../src/layout.ts'
 import { consumerLag, Pipeline, TOPIC_PREFIX } from '../../support/e2e.ts'
 import {
+  ALL_SCOPES,
   deleteRow,
   insertApiKey,
   insertDocument,
@@ -30,6 +31,7 @@ import {
   insertProvider,
   insertProviderGroup,
   insertProviderIdentifier,
+  insertRow,
   insertServiceLocation,
   updateRow,
   type Sql,
@@ -259,6 +261,39 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     const badOrg = await verify(['--org', 'acme'])
     expect(badOrg.code).toBe(2)
     expect(badOrg.stderr.trim()).toBe('verify: --org: not an organization id: "acme"')
+
+    // Well formed, known to neither side: a typo must not pass a deploy gate.
+    for (const args of [[], ['--repair']]) {
+      const unknown = await verify([
+        '--org',
+        `${b.organizationId},${UNKNOWN_ORGANIZATION}`,
+        ...args,
+      ])
+      expect(unknown.code, unknown.stdout).toBe(2)
+      expect(unknown.stdout).toBe('')
+      expect(unknown.stderr.trim()).toBe(
+        `verify: unknown organization ${UNKNOWN_ORGANIZATION}: neither in PostgreSQL nor in the replica`,
+      )
+    }
+
+    // A wrong password fails as PostgreSQL says, and --repair takes no lock before that.
+    const lockEvents: string[] = []
+    const watcher = watch(pipeline.dataDir, (_, name) => {
+      if (name === 'rebuild.lock') lockEvents.push(name)
+    })
+    try {
+      const wrongPassword = await verify(['--repair'], {
+        DATABASE_URL: databaseUrl().replace(':verify-secret@', ':not-the-secret@'),
+      })
+      expect(wrongPassword.code).toBe(2)
+      expect(wrongPassword.stderr.trim()).toMatch(
+        /^verify: cannot connect to 127\.0\.0\.1:\d+\/product as replica_verify: password authentication failed for user "replica_verify"/,
+      )
+      expect(wrongPassword.stderr).not.toContain('not-the-secret')
+    } finally {
+      watcher.close()
+    }
+    expect(lockEvents).toEqual([])
     expect(digest(livePath(a.organizationId))).toBe(before)
   })
 
@@ -309,7 +344,7 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     expect(table.stdout).toContain(
       `${a.organizationId} documents extra in replica: ${EXTRA_DOCUMENT}`,
     )
-    expect(table.stdout).toContain('Drift: 1 of 2 organizations differ from PostgreSQL')
+    expect(table.stdout).toContain('Drift: 1 of 2 organizations differs from PostgreSQL')
     console.log(`verify report (drift behind the projector's back):\n${table.stdout}`)
 
     const onlyB = await verifyJson(['--org', b.organizationId])
@@ -381,7 +416,7 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     expect(readdirSync(join(pipeline.dataDir, 'rebuilds'))).toEqual([])
   })
 
-  it('names API keys the replica holds otherwise than PostgreSQL: a revocation it missed, a key it made up', async () => {
+  it('names API keys the replica holds otherwise than PostgreSQL, and --repair mends them from their topics: a revoked key is refused from its commit on', async () => {
     const revoked = await insertApiKey(pipeline.sql, a.organizationId, {
       revoked_at: '2026-01-02T03:04:05.000000Z',
     })
@@ -390,19 +425,24 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     const revokedAt = () =>
       control.prepare('SELECT revoked_at FROM api_keys WHERE id = ?').pluck().get(revoked.id) as
         string | null | undefined
+    const madeUp = () =>
+      control.prepare('SELECT count(*) FROM api_keys WHERE id = ?').pluck().get(MADE_UP_KEY)
     await pipeline.eventually('the revoked key in control.db', () =>
       Promise.resolve(typeof revokedAt() === 'string' ? true : undefined),
     )
     const stored = revokedAt()
-    const MADE_UP = '00000000-0000-4000-8000-0000000000fe'
+    const api = pipeline.client(revoked.raw)
+    expect((await api.get('/providers?limit=1')).status).toBe(401)
     try {
+      // Behind the projector's back: the revocation undone, and a key PostgreSQL never had.
       control.prepare('UPDATE api_keys SET revoked_at = NULL WHERE id = ?').run(revoked.id)
       control
         .prepare(
           `INSERT INTO api_keys SELECT ?, organization_id, name, 'made-up-hash', scopes, created_at,
              expires_at, NULL, source_lsn, from_snapshot FROM api_keys WHERE id = ?`,
         )
-        .run(MADE_UP, revoked.id)
+        .run(MADE_UP_KEY, revoked.id)
+      expect((await api.get('/providers?limit=1')).status).toBe(200)
 
       const { code, report } = await verifyJson()
       expect(code).toBe(1)
@@ -414,25 +454,84 @@ describe('npm run verify', { timeout: 300_000 }, () => {
         equal: 0,
         differing: { count: 1, ids: [revoked.id] },
         missing: { count: 0, ids: [] },
-        extra: { count: 1, ids: [MADE_UP] },
+        extra: { count: 1, ids: [MADE_UP_KEY] },
       })
 
-      // Not mended by a per-organization rebuild: --repair rebuilds nothing and says what does.
       const table = await verify(['--repair'])
-      expect(table.code).toBe(1)
+      // verify returns once the live projector has committed the repair: the key is refused now.
+      expect((await api.get('/providers?limit=1')).status).toBe(401)
+      expect(table.code, table.stderr).toBe(0)
       expect(table.stdout).toContain(`control.db api_keys differing: ${revoked.id}`)
-      expect(table.stdout).toContain(`control.db api_keys extra in replica: ${MADE_UP}`)
-      expect(table.stdout).toContain('npm run projector -- --rebuild')
+      expect(table.stdout).toContain(`control.db api_keys extra in replica: ${MADE_UP_KEY}`)
+      expect(table.stdout).toContain(
+        "Repair: replaced control.db's organizations and API keys with their topics' rows; checked again:",
+      )
       expect(table.stdout).not.toContain('Repair: rebuilt')
-      console.log(`verify report (control.db drift):\n${table.stdout}`)
+      expect(table.stdout.split('Repair:')[1]).toMatch(/^control\.db +\(all\) +\d+ +0 +0 +0$/m)
+      console.log(`verify report (control.db drift, repaired):\n${table.stdout}`)
+      expect(revokedAt()).toBe(stored)
+      expect(madeUp()).toBe(0)
     } finally {
-      control.prepare('DELETE FROM api_keys WHERE id = ?').run(MADE_UP)
+      control.prepare('DELETE FROM api_keys WHERE id = ?').run(MADE_UP_KEY)
       control.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ?').run(stored, revoked.id)
       control.close()
     }
     const mended = await verifyJson()
     expect(mended.code).toBe(0)
     expect(mended.report.control.status).toBe('equal')
+  })
+
+  it('lists each row PostgreSQL holds that the replica refuses, once, exit 1; serves a size past 2^53 with every digit', async () => {
+    const sql = pipeline.sql
+    const big = await insertDocument(sql, a.organizationId, {
+      provider_id: a.providers[2]!,
+      // 2^53 + 1: a double would make it ...992.
+      size_bytes: BIG_SIZE as unknown as number,
+    })
+    const refused = await insertRow(sql, 'api_keys', {
+      id: randomUUID(),
+      organization_id: a.organizationId,
+      name: 'not a hash',
+      key_hash: 'not-a-sha256',
+      scopes: ALL_SCOPES,
+    })
+    const reader = await insertApiKey(sql, a.organizationId)
+    await pipeline.caughtUp(pipeline.projector!)
+    try {
+      const served = await pipeline.eventually('the large document served', async () => {
+        const page = await pipeline
+          .client(reader.raw)
+          .get(`/documents?provider_id=${a.providers[2]}`)
+        return page.status === 200 && page.text.includes(big.id) ? page.text : undefined
+      })
+      expect(served).toContain(`"sizeBytes":${BIG_SIZE},`)
+
+      const { code, report } = await verifyJson()
+      expect(code).toBe(1)
+      expect(report.drift).toBe(false)
+      expect(report.organizations.filter((o) => o.status !== 'equal')).toEqual([])
+      expect(resource(report, a.organizationId, 'documents').equal).toBe(3)
+      expect(
+        report.refused.map(({ organizationId, table, id }) => ({ organizationId, table, id })),
+      ).toEqual([{ organizationId: a.organizationId, table: 'api_keys', id: refused.id }])
+      expect(report.refused[0]!.reason).toContain('SHA-256')
+      const table = await verify(['--repair'])
+      expect(table.code).toBe(1)
+      expect(
+        table.stdout.match(new RegExp(`refused by the replica: ${refused.id}`, 'g')),
+      ).toHaveLength(1)
+      expect(table.stdout).toContain(
+        `${a.organizationId} api_keys refused by the replica: ${refused.id}`,
+      )
+      expect(table.stdout).toContain('1 row PostgreSQL holds refused by the replica')
+      console.log(`verify report (a row the replica refuses):\n${table.stdout}`)
+    } finally {
+      await deleteRow(sql, 'api_keys', refused.id)
+      await deleteRow(sql, 'api_keys', reader.id)
+      await deleteRow(sql, 'documents', big.id)
+      await pipeline.caughtUp(pipeline.projector!)
+    }
+    expect((await verifyJson()).code).toBe(0)
   })
 
   it('names a source change the connector never saw (stopped, its slot dropped)', async () => {
@@ -469,11 +568,14 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     const repair = await verify(['--org', b.organizationId, '--repair'])
     expect(repair.code, repair.stderr).toBe(1)
     expect(repair.stdout).toContain(`Repair: rebuilt ${b.organizationId} from the topics`)
-    expect(repair.stdout).toMatch(/Drift: 1 of 1 organizations differ from PostgreSQL[^\n]*\n$/)
+    expect(repair.stdout).toMatch(/Drift: 1 of 1 organization differs from PostgreSQL[^\n]*\n$/)
   })
 })
 
 const EXTRA_DOCUMENT = '00000000-0000-4000-8000-0000000000ee'
+const BIG_SIZE = '9007199254740993'
+const UNKNOWN_ORGANIZATION = '00000000-0000-4000-8000-00000000abcd'
+const MADE_UP_KEY = '00000000-0000-4000-8000-0000000000fe'
 
 /** Copies a document of a live file under another id: a document the source does not have. */
 function copyDocument(db: Database.Database, fromId: string, id: string): void {
