@@ -177,3 +177,119 @@ function sample(db: Database.Database, idsQuery: string, limit: number): IdSampl
     count === 0 ? [] : (db.prepare(`${idsQuery} ORDER BY 1 LIMIT ?`).pluck().all(limit) as string[])
   return { count, ids }
 }
+
+/** A document of the actual file with its stamp (a provider's later one of its two variants). */
+export interface StampedId {
+  id: string
+  stamp: string
+}
+
+/** Every document of one resource that differs, by id: what verify tells lag from drift by. */
+export interface ResourceDifferences {
+  resource: ComparedResource
+  equal: number
+  differing: StampedId[]
+  /** In the expected file only. */
+  missing: string[]
+  /** In the actual file only. */
+  extra: StampedId[]
+}
+
+export interface FileDifferences {
+  resources: ResourceDifferences[]
+  /** The actual file's applied Kafka offsets, read in the same transaction as its documents. */
+  appliedOffsets: Array<{ topic: string; partition: number; offset: number }>
+}
+
+/**
+ * Every difference between the documents of `expectedPath` and `actualPath`, with the actual
+ * stamps and applied offsets as of the one committed state compared. Either may be absent (no
+ * such file: no documents).
+ */
+export function documentDifferences(
+  expectedPath: string | undefined,
+  actualPath: string | undefined,
+): FileDifferences {
+  const first = expectedPath ?? actualPath
+  if (first === undefined) {
+    return { resources: comparedResources.map((r) => noDifferences(r)), appliedOffsets: [] }
+  }
+  const db = new Database(first, { readonly: true, fileMustExist: true })
+  try {
+    const sides = { expected: 'main', actual: 'main' }
+    if (expectedPath !== undefined && actualPath !== undefined) {
+      db.prepare('ATTACH DATABASE ? AS actual').run(actualPath)
+      sides.actual = 'actual'
+    }
+    const read = db.transaction((): FileDifferences => ({
+      resources: comparedResources.map((resource) =>
+        resourceDifferences(db, resource, {
+          expected: expectedPath === undefined ? undefined : sides.expected,
+          actual: actualPath === undefined ? undefined : sides.actual,
+        }),
+      ),
+      appliedOffsets:
+        actualPath === undefined
+          ? []
+          : (db
+              .prepare(`SELECT topic, partition, offset FROM ${sides.actual}.applied_offsets`)
+              .all() as FileDifferences['appliedOffsets']),
+    }))
+    return read()
+  } finally {
+    db.close()
+  }
+}
+
+function noDifferences(resource: ComparedResource): ResourceDifferences {
+  return { resource, equal: 0, differing: [], missing: [], extra: [] }
+}
+
+function resourceDifferences(
+  db: Database.Database,
+  resource: ComparedResource,
+  schemas: { expected: string | undefined; actual: string | undefined },
+): ResourceDifferences {
+  const { table, bodies, columns } = documentTables[resource]
+  const stamp = bodies
+    .map((b) => `a.${b.stamp ?? 'updated_at'}`)
+    .reduce((later, next) => `max(${later}, ${next})`)
+  const stamped = (sql: string) => db.prepare(sql).all() as StampedId[]
+  const ids = (sql: string) => db.prepare(sql).pluck().all() as string[]
+  if (schemas.actual === undefined) {
+    return {
+      ...noDifferences(resource),
+      missing: ids(`SELECT id FROM ${schemas.expected}.${table} ORDER BY id`),
+    }
+  }
+  const actual = `${schemas.actual}.${table}`
+  if (schemas.expected === undefined) {
+    return {
+      ...noDifferences(resource),
+      extra: stamped(`SELECT a.id AS id, ${stamp} AS stamp FROM ${actual} a ORDER BY a.id`),
+    }
+  }
+  const expected = `${schemas.expected}.${table}`
+  const differs = [
+    ...bodies.map((b) => `${servedContent('e', b)} IS NOT ${servedContent('a', b)}`),
+    ...columns.map((c) => `e.${c} IS NOT a.${c}`),
+  ].join(' OR ')
+  const both = `${expected} e JOIN ${actual} a ON a.id = e.id`
+  return {
+    resource,
+    equal: db
+      .prepare(`SELECT count(*) FROM ${both} WHERE NOT (${differs})`)
+      .pluck()
+      .get() as number,
+    differing: stamped(
+      `SELECT e.id AS id, ${stamp} AS stamp FROM ${both} WHERE ${differs} ORDER BY e.id`,
+    ),
+    missing: ids(
+      `SELECT e.id FROM ${expected} e WHERE NOT EXISTS (SELECT 1 FROM ${actual} a WHERE a.id = e.id) ORDER BY e.id`,
+    ),
+    extra: stamped(
+      `SELECT a.id AS id, ${stamp} AS stamp FROM ${actual} a
+        WHERE NOT EXISTS (SELECT 1 FROM ${expected} e WHERE e.id = a.id) ORDER BY a.id`,
+    ),
+  }
+}

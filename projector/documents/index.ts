@@ -45,9 +45,11 @@ export { priorStampsFrom } from './prior-stamps.ts'
 export {
   compareDocumentFiles,
   comparedResources,
+  documentDifferences,
   hasDifferences,
   IDS_PER_LIST,
   type ComparedResource,
   type IdSample,
   type ResourceDiff,
+  type ResourceDifferences,
 } from './compare.ts'

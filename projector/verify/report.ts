@@ -16,6 +16,8 @@ export interface ResourceVerdict {
   missing: IdSample
   /** Served by the replica, not built from PostgreSQL. */
   extra: IdSample
+  /** Changed after every snapshot taken (settle.ts): may be lag, not counted as drift. */
+  changing: IdSample
 }
 
 export type OrganizationStatus = 'equal' | 'drifted' | 'unsettled'
@@ -23,8 +25,8 @@ export type OrganizationStatus = 'equal' | 'drifted' | 'unsettled'
 export interface OrganizationVerdict {
   organizationId: string
   /**
-   * `unsettled`: the organization's file applied changes made after every snapshot taken (it
-   * kept changing), so its differences could be lag and are not counted as drift.
+   * `unsettled`: some of its documents changed after every snapshot taken (they kept changing),
+   * so their differences could be lag and are not counted as drift.
    */
   status: OrganizationStatus
   resources: ResourceVerdict[]
@@ -74,18 +76,6 @@ export interface VerifyReport {
    * topics', and the check made after.
    */
   repair?: { rebuilt: string[]; control: boolean; after: VerifyReport }
-}
-
-export function toVerdict(diff: ResourceDiff): ResourceVerdict {
-  return {
-    resource: diff.resource,
-    equal: diff.equal,
-    differing: diff.changed,
-    // compareDocumentFiles(expected = from PostgreSQL, actual = the live file): what "appears"
-    // is only in PostgreSQL's build (missing in the replica), what "disappears" only live.
-    missing: diff.appeared,
-    extra: diff.disappeared,
-  }
 }
 
 /** Whether any of these (a resource's documents, a control.db table's rows) differs. */
@@ -187,6 +177,7 @@ interface Counted {
   differing: IdSample
   missing: IdSample
   extra: IdSample
+  changing?: IdSample
 }
 
 /**
@@ -204,6 +195,13 @@ function subjectLines(
   if (!drifted) {
     const equal = parts.reduce((sum, p) => sum + p.equal, 0)
     rows.push([subject, '(all)', String(equal), '0', '0', '0'])
+  }
+  for (const p of parts) {
+    const changing = p.changing
+    if (changing === undefined || changing.count === 0) continue
+    const more =
+      changing.count > changing.ids.length ? ` (+${changing.count - changing.ids.length} more)` : ''
+    details.push(`${subject} ${p.name} kept changing: ${changing.ids.join(' ')}${more}`)
   }
   for (const p of drifted ? parts : []) {
     rows.push([

@@ -31,31 +31,32 @@ import {
   type Generation,
 } from '../../src/layout.ts'
 import { readOrganizationFiles } from '../control-file.ts'
-import { compareDocumentFiles, comparedResources, type ResourceDiff } from '../documents/index.ts'
+import { documentDifferences, IDS_PER_LIST } from '../documents/index.ts'
 import { processAlive } from '../rebuild/lock.ts'
 import { knownOrganizations, rebuildAside, removeRebuildLeftovers } from '../rebuild/run.ts'
 import { buildExpected, type RefusedRow } from './build.ts'
 import { compareControlFiles, type ControlTableDiff } from './control.ts'
-import {
-  appliedPast,
-  openKafkaView,
-  eventsBehindNow,
-  waitForReplica,
-  type KafkaView,
-} from './lag.ts'
+import { eventsBehindNow, openKafkaView, pastEnds, waitForReplica, type KafkaView } from './lag.ts'
 import {
   hasDrift,
-  toVerdict,
   type ControlVerdict,
   type LagReport,
   type OrganizationVerdict,
   type VerifyReport,
 } from './report.ts'
 import { repairControl } from './repair.ts'
+import { classify, sample, settleAgain, type Classified } from './settle.ts'
 import { openProductDatabase, VerifyRefused } from './source.ts'
 
-/** Passes at most: the first, then re-checks of organizations that changed after the snapshot. */
+/** Passes at most: the first, then re-checks of documents that changed after the snapshot. */
 const MAX_PASSES = 3
+
+/**
+ * How far the replica's clock may be behind PostgreSQL's: a document stamped this close before
+ * the snapshot may have been changed after it (stamps are the projector's clock, the snapshot's
+ * instant PostgreSQL's). Keep the two in sync, as Debezium's heartbeat evidence needs too.
+ */
+const CLOCK_MARGIN_MS = 1_000
 
 export interface VerifyDeps {
   config: VerifyConfig
@@ -165,7 +166,8 @@ interface Context {
 
 /**
  * Checks the documents of `organizations` (absent: all) and control.db's rows of `scope`'s
- * organizations (absent: all), in passes until nothing that differs changed after the snapshot.
+ * organizations (absent: all), in passes until no document that differs changed after the
+ * snapshot (settle.ts).
  */
 async function checkOrganizations(
   context: Context,
@@ -173,7 +175,7 @@ async function checkOrganizations(
   scope: readonly string[] | undefined,
 ): Promise<VerifyReport> {
   const started = performance.now()
-  const final = new Map<string, OrganizationVerdict>()
+  const settled = new Map<string, Classified[]>()
   let pending = organizations
   let control: ControlVerdict | undefined
   let lag: LagReport | undefined
@@ -188,11 +190,12 @@ async function checkOrganizations(
     rowsRead += pass.rowsRead
     for (const row of pass.refused) refused.set(`${row.table}\u0000${row.id}`, row)
     const recheck: string[] = []
-    for (const verdict of pass.verdicts) {
-      if (verdict.status === 'drifted' && pass.ahead.has(verdict.organizationId)) {
-        recheck.push(verdict.organizationId)
-        final.set(verdict.organizationId, { ...verdict, status: 'unsettled' })
-      } else final.set(verdict.organizationId, verdict)
+    for (const [organizationId, resources] of pass.organizations) {
+      const before = settled.get(organizationId)
+      const now =
+        before === undefined ? resources : before.map((b, i) => settleAgain(b, resources[i]!))
+      settled.set(organizationId, now)
+      if (now.some((r) => r.changing.length > 0)) recheck.push(organizationId)
     }
     // control.db's rows are few: read again on every pass, taken until they settle.
     let recheckControl = false
@@ -211,9 +214,25 @@ async function checkOrganizations(
     )
     pending = recheck
   }
-  const verdicts = [...final.values()].sort((a, b) =>
-    a.organizationId < b.organizationId ? -1 : 1,
-  )
+  const limit = context.deps.idsPerList ?? IDS_PER_LIST
+  const verdicts = [...settled]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([organizationId, classified]): OrganizationVerdict => {
+      const resources = classified.map((c) => ({
+        resource: c.resource,
+        equal: c.equal,
+        differing: sample(c.differing, limit),
+        missing: sample(c.missing, limit),
+        extra: sample(c.extra, limit),
+        changing: sample(c.changing, limit),
+      }))
+      const status = hasDrift(resources)
+        ? 'drifted'
+        : resources.some((r) => r.changing.count > 0)
+          ? 'unsettled'
+          : 'equal'
+      return { organizationId, status, resources }
+    })
   return {
     drift: verdicts.some((v) => v.status === 'drifted') || control!.status === 'drifted',
     unsettled: verdicts.filter((v) => v.status === 'unsettled').map((v) => v.organizationId),
@@ -233,11 +252,10 @@ async function checkOrganizations(
 }
 
 interface Pass {
-  verdicts: OrganizationVerdict[]
-  /** Organizations whose live file applied a change made after the snapshot. */
-  ahead: Set<string>
+  /** Each organization's documents, resource by resource, as this pass sorted them. */
+  organizations: Map<string, Classified[]>
   control: ControlTableDiff[]
-  /** Whether the live control.db applied a change made after the snapshot. */
+  /** Whether the live control.db applied a change Kafka received after the snapshot began. */
   controlAhead: boolean
   lag: LagReport
   rowsRead: number
@@ -251,6 +269,11 @@ async function checkPass(
 ): Promise<Pass> {
   const { deps, live, kafka, groupId } = context
   const { config, logger } = deps
+  // The topics' ends before the snapshot: every event below them was committed before it, so a
+  // file that applied nothing at or past them is exactly as of the snapshot. (The ends read once
+  // Debezium has caught up hold changes made after the snapshot too: a file that applied those
+  // was taken for one as of the snapshot, and their documents reported as drift.)
+  const before = await kafka.ends()
   const database = await openProductDatabase(config.databaseUrl, { pageRows: config.pageRows })
   const dir = join(context.verifyDir, `${runName()}-${process.pid}`)
   try {
@@ -284,34 +307,28 @@ async function checkPass(
     const ids = organizations ?? [
       ...new Set([...expected.organizations, ...organizationsWithFiles(live)]),
     ]
-    const verdicts: OrganizationVerdict[] = []
-    const ahead = new Set<string>()
-    const options = deps.idsPerList === undefined ? {} : { idsPerList: deps.idsPerList }
+    const changedSince = new Date(database.snapshot.at.getTime() - CLOCK_MARGIN_MS).toISOString()
+    const classified = new Map<string, Classified[]>()
     for (const organizationId of [...ids].sort()) {
-      const actual = livePath(organizationId)
       const built = builtIds.has(organizationId)
         ? expected.generation.organizationPath(organizationId)
         : undefined
-      let diffs: ResourceDiff[]
-      if (built !== undefined) diffs = compareDocumentFiles(built, actual, options)
-      else if (actual !== undefined) diffs = onlyInReplica(actual, options)
-      else diffs = comparedResources.map((resource) => emptyDiff(resource))
-      const resources = diffs.map(toVerdict)
-      if (actual !== undefined && appliedPast(actual, caught.ends)) ahead.add(organizationId)
-      verdicts.push({
+      // The live file's documents and applied offsets, read in one transaction.
+      const found = documentDifferences(built, livePath(organizationId))
+      const ahead = pastEnds(found.appliedOffsets, before)
+      classified.set(
         organizationId,
-        status: hasDrift(resources) ? 'drifted' : 'equal',
-        resources,
-      })
+        found.resources.map((diff) => classify(diff, changedSince, ahead)),
+      )
     }
+    const control = compareControlFiles(expected.generation.controlPath, live.controlPath, {
+      ...(deps.idsPerList === undefined ? {} : { idsPerList: deps.idsPerList }),
+      ...(scope === undefined ? {} : { organizations: scope }),
+    })
     return {
-      verdicts,
-      ahead,
-      control: compareControlFiles(expected.generation.controlPath, live.controlPath, {
-        ...options,
-        ...(scope === undefined ? {} : { organizations: scope }),
-      }),
-      controlAhead: appliedPast(live.controlPath, caught.ends),
+      organizations: classified,
+      control: control.tables,
+      controlAhead: pastEnds(control.appliedOffsets, before),
       lag: {
         snapshotLsn: database.snapshot.lsn,
         snapshotAt: database.snapshot.at.toISOString(),
@@ -326,20 +343,6 @@ async function checkPass(
     await database.close()
     rmSync(dir, { recursive: true, force: true })
   }
-}
-
-/** A live file with no counterpart built from PostgreSQL: every document is extra. */
-function onlyInReplica(path: string, options: { idsPerList?: number }): ResourceDiff[] {
-  return compareDocumentFiles(path, undefined, options).map((d) => ({
-    ...d,
-    appeared: { count: 0, ids: [] },
-    disappeared: d.appeared,
-  }))
-}
-
-function emptyDiff(resource: ResourceDiff['resource']): ResourceDiff {
-  const none = { count: 0, ids: [] }
-  return { resource, equal: 0, changed: none, appeared: none, disappeared: none }
 }
 
 function consumerGroup(live: Generation): string | undefined {

@@ -328,6 +328,7 @@ describe('npm run verify', { timeout: 300_000 }, () => {
       differing: { count: 1, ids: [a.providers[0]] },
       missing: { count: 1, ids: [a.providers[1]] },
       extra: { count: 0, ids: [] },
+      changing: { count: 0, ids: [] },
     })
     expect(resource(report, a.organizationId, 'documents')).toMatchObject({
       differing: { count: 1, ids: [a.documents[1]] },
@@ -534,6 +535,88 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     expect((await verifyJson()).code).toBe(0)
   })
 
+  it('steady writes are not drift: runs in a row exit 0, and name exactly the ids tampered with', async () => {
+    const sql = pipeline.sql
+    // Three organizations a writer changes about 6 times a second in all, while verify runs.
+    const busy: Array<{ organizationId: string; providers: string[] }> = []
+    for (const name of ['Steady C', 'Steady D', 'Steady E']) {
+      const org = await insertOrganization(sql, { name })
+      const providers: string[] = []
+      for (let i = 0; i < 40; i++) {
+        providers.push((await insertProvider(sql, org.id, { first_name: `P${i}` })).id)
+      }
+      busy.push({ organizationId: org.id, providers })
+    }
+    await pipeline.caughtUp(pipeline.projector!)
+    const only = ['--org', busy.map((o) => o.organizationId).join(',')]
+    let writes = 0
+    let writing = true
+    const writer = (async () => {
+      for (let n = 0; writing; n++) {
+        const org = busy[n % busy.length]!
+        // Never providers[0]: those are tampered with below.
+        const id = org.providers[1 + Math.floor(Math.random() * (org.providers.length - 1))]!
+        await updateRow(sql, 'providers', id, { last_name: `Written ${n}` })
+        writes++
+        await sleep(150)
+      }
+    })()
+    /** A verify run the writer wrote through. */
+    const runWhileWriting = async () => {
+      const from = writes
+      const run = await verifyJson(only)
+      expect(writes - from, 'writes during the run').toBeGreaterThan(5)
+      return run
+    }
+    try {
+      for (let run = 1; run <= 3; run++) {
+        const { code, report } = await runWhileWriting()
+        expect(
+          report.organizations.filter((o) => o.status !== 'equal'),
+          `untampered run ${run}`,
+        ).toEqual([])
+        expect(report.refused).toEqual([])
+        expect(code).toBe(0)
+      }
+      const tampered = [busy[0]!, busy[2]!]
+      for (const org of tampered) {
+        const db = new Database(livePath(org.organizationId))
+        db.prepare(
+          `UPDATE doc_providers SET body = replace(body, '"P0', '"Tampered') WHERE id = ?`,
+        ).run(org.providers[0])
+        db.close()
+      }
+      for (let run = 1; run <= 2; run++) {
+        const { code, report } = await runWhileWriting()
+        expect(code).toBe(1)
+        expect(report.unsettled, `tampered run ${run}`).toEqual([])
+        const found = report.organizations.flatMap((o) =>
+          o.resources.flatMap((r) =>
+            [...r.differing.ids, ...r.missing.ids, ...r.extra.ids].map((id) => [
+              o.organizationId,
+              r.resource,
+              id,
+            ]),
+          ),
+        )
+        expect(found, `tampered run ${run}`).toEqual(
+          tampered
+            .map((o) => [o.organizationId, 'providers', o.providers[0]])
+            .sort((x, y) => (x[0]! < y[0]! ? -1 : 1)),
+        )
+      }
+    } finally {
+      writing = false
+      await writer
+    }
+    await pipeline.caughtUp(pipeline.projector!)
+    const repaired = await verifyJson([...only, '--repair'])
+    expect(repaired.code).toBe(0)
+    expect(repaired.report.repair?.rebuilt).toEqual(
+      [busy[0]!.organizationId, busy[2]!.organizationId].sort(),
+    )
+  })
+
   it('names a source change the connector never saw (stopped, its slot dropped)', async () => {
     const sql = pipeline.sql
     await pipeline.connect.stop()
@@ -546,7 +629,15 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     const { code, report } = await verifyJson()
     expect(code).toBe(1)
     expect(report.lag.debezium).toBe('no-slot')
-    expect(report.organizations.map((o) => [o.organizationId, o.status])).toEqual(
+    const ab = [a.organizationId, b.organizationId]
+    expect(
+      report.organizations.filter((o) => o.status !== 'equal' && !ab.includes(o.organizationId)),
+    ).toEqual([])
+    expect(
+      report.organizations
+        .filter((o) => ab.includes(o.organizationId))
+        .map((o) => [o.organizationId, o.status]),
+    ).toEqual(
       [
         [a.organizationId, 'equal'],
         [b.organizationId, 'drifted'],
@@ -558,6 +649,7 @@ describe('npm run verify', { timeout: 300_000 }, () => {
       differing: { count: 1, ids: [b.providers[2]] },
       missing: { count: 1, ids: [added.id] },
       extra: { count: 1, ids: [b.providers[5]] },
+      changing: { count: 0, ids: [] },
     })
     const table = await verify(['--org', b.organizationId])
     expect(table.code).toBe(1)
