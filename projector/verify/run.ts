@@ -48,8 +48,13 @@ import { repairControl } from './repair.ts'
 import { classify, sample, settleAgain, type Classified } from './settle.ts'
 import { openProductDatabase, VerifyRefused } from './source.ts'
 
-/** Passes at most: the first, then re-checks of documents that changed after the snapshot. */
-const MAX_PASSES = 3
+/**
+ * Passes at most: the first, then re-checks of documents that changed after the snapshot. Each
+ * re-check reads only the organizations with such documents, and a document settles unless it
+ * changed again within the pass (settle.ts), so a few more passes cost little and let busy
+ * organizations settle.
+ */
+const MAX_PASSES = 5
 
 /**
  * How far the replica's clock may be behind PostgreSQL's: a document stamped this close before
@@ -224,7 +229,10 @@ async function checkOrganizations(
         differing: sample(c.differing, limit),
         missing: sample(c.missing, limit),
         extra: sample(c.extra, limit),
-        changing: sample(c.changing, limit),
+        changing: sample(
+          c.changing.map((d) => d.id),
+          limit,
+        ),
       }))
       const status = hasDrift(resources)
         ? 'drifted'

@@ -14,6 +14,13 @@
 // write elsewhere in the organization never holds up its verdict.
 import type { ComparedResource, IdSample, ResourceDifferences } from '../documents/index.ts'
 
+/** A document that changed after the snapshot: what it was found as, and its stamp if any. */
+export interface Changing {
+  id: string
+  kind: 'differing' | 'missing' | 'extra'
+  stamp?: string
+}
+
 /** One pass's verdict on a resource's documents: the ids of each kind. */
 export interface Classified {
   resource: ComparedResource
@@ -22,7 +29,7 @@ export interface Classified {
   missing: string[]
   extra: string[]
   /** Changed after the snapshot: to check again. */
-  changing: string[]
+  changing: Changing[]
 }
 
 /**
@@ -35,29 +42,35 @@ export function classify(
   changedSince: string,
   ahead: boolean,
 ): Classified {
-  const changing: string[] = []
+  const changing: Changing[] = []
   /** The drifted ones; those stamped after `changedSince` go to `changing`. */
-  const byStamp = (docs: ResourceDifferences['differing']) => {
+  const byStamp = (docs: ResourceDifferences['differing'], kind: 'differing' | 'extra') => {
     const drifted: string[] = []
-    for (const d of docs) (d.stamp >= changedSince ? changing : drifted).push(d.id)
+    for (const d of docs) {
+      if (d.stamp >= changedSince) changing.push({ id: d.id, kind, stamp: d.stamp })
+      else drifted.push(d.id)
+    }
     return drifted
   }
-  const differing = byStamp(diff.differing)
-  const extra = byStamp(diff.extra)
+  const differing = byStamp(diff.differing, 'differing')
+  const extra = byStamp(diff.extra, 'extra')
   const missing = ahead ? [] : diff.missing
-  if (ahead) changing.push(...diff.missing)
+  if (ahead) changing.push(...diff.missing.map((id) => ({ id, kind: 'missing' as const })))
   return { resource: diff.resource, equal: diff.equal, differing, missing, extra, changing }
 }
 
 /**
  * The verdict so far with a later pass's: each document still changing takes its new verdict;
- * the others keep theirs.
+ * the others keep theirs. A document whose stamp did not move since the earlier pass did not
+ * change in between, so the later pass saw it exactly as of its snapshot: it settles there, as
+ * drift if it still differs.
  */
 export function settleAgain(so: Classified, later: Classified): Classified {
-  const kind = new Map<string, 'differing' | 'missing' | 'extra' | 'changing'>()
-  for (const k of ['differing', 'missing', 'extra', 'changing'] as const) {
-    for (const id of later[k]) kind.set(id, k)
+  const drift = new Map<string, 'differing' | 'missing' | 'extra'>()
+  for (const k of ['differing', 'missing', 'extra'] as const) {
+    for (const id of later[k]) drift.set(id, k)
   }
+  const stillChanging = new Map(later.changing.map((c) => [c.id, c]))
   const next: Classified = {
     ...so,
     differing: [...so.differing],
@@ -65,10 +78,13 @@ export function settleAgain(so: Classified, later: Classified): Classified {
     extra: [...so.extra],
     changing: [],
   }
-  for (const id of so.changing) {
-    const k = kind.get(id)
-    if (k === undefined) next.equal++
-    else next[k].push(id)
+  for (const before of so.changing) {
+    const kind = drift.get(before.id)
+    const now = stillChanging.get(before.id)
+    if (kind !== undefined) next[kind].push(before.id)
+    else if (now === undefined) next.equal++
+    else if (now.stamp !== undefined && now.stamp === before.stamp) next[now.kind].push(now.id)
+    else next.changing.push(now)
   }
   for (const k of ['differing', 'missing', 'extra'] as const) next[k].sort()
   return next

@@ -542,7 +542,7 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     for (const name of ['Steady C', 'Steady D', 'Steady E']) {
       const org = await insertOrganization(sql, { name })
       const providers: string[] = []
-      for (let i = 0; i < 40; i++) {
+      for (let i = 0; i < 60; i++) {
         providers.push((await insertProvider(sql, org.id, { first_name: `P${i}` })).id)
       }
       busy.push({ organizationId: org.id, providers })
@@ -608,8 +608,8 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     } finally {
       writing = false
       await writer
+      await pipeline.caughtUp(pipeline.projector!)
     }
-    await pipeline.caughtUp(pipeline.projector!)
     const repaired = await verifyJson([...only, '--repair'])
     expect(repaired.code).toBe(0)
     expect(repaired.report.repair?.rebuilt).toEqual(

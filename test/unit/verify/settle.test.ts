@@ -35,7 +35,10 @@ describe('classify', () => {
     expect(c).toMatchObject({
       differing: ['tampered'],
       extra: ['made-up'],
-      changing: ['written', 'created'],
+      changing: [
+        { id: 'written', kind: 'differing', stamp: after },
+        { id: 'created', kind: 'extra', stamp: after },
+      ],
     })
   })
 
@@ -46,7 +49,7 @@ describe('classify', () => {
     })
     expect(classify(diff({ missing: ['gone'] }), SNAPSHOT, true)).toMatchObject({
       missing: [],
-      changing: ['gone'],
+      changing: [{ id: 'gone', kind: 'missing' }],
     })
   })
 })
@@ -84,7 +87,26 @@ describe('settleAgain', () => {
       differing: ['drifts', 'tampered'],
       missing: [],
       extra: [],
-      changing: ['keeps'],
+      changing: [{ id: 'keeps', kind: 'differing', stamp: '2026-11-25T10:00:09.000Z' }],
     })
+  })
+
+  it('a changing document whose stamp did not move since settles, even close to the snapshot', () => {
+    const near = '2026-11-25T10:00:07.500Z'
+    const first = classify(diff({ differing: [{ id: 'p', stamp: near }] }), SNAPSHOT, true)
+    // The next snapshot is less than the clock margin after its stamp: changing by stamp alone.
+    const later = classify(
+      diff({ differing: [{ id: 'p', stamp: near }] }),
+      '2026-11-25T10:00:07.000Z',
+      true,
+    )
+    expect(later.changing).toHaveLength(1)
+    expect(settleAgain(first, later)).toMatchObject({ differing: ['p'], changing: [] })
+    const written = classify(
+      diff({ differing: [{ id: 'p', stamp: '2026-11-25T10:00:07.900Z' }] }),
+      '2026-11-25T10:00:07.000Z',
+      true,
+    )
+    expect(settleAgain(first, written)).toMatchObject({ differing: [], changing: [{ id: 'p' }] })
   })
 })
