@@ -140,14 +140,16 @@ function tableLines(report: VerifyReport, verb: string): string[] {
   }
   const controlParts = report.control.tables.map((t) => ({ name: t.table, ...t }))
   subjectLines('control.db', report.control.status, controlParts, rows, details)
-  for (const r of report.refused) {
+  // Listed once: a re-check after a repair finds them again (no rebuild mends them).
+  const refused = verb === 'Checked' ? report.refused : []
+  for (const r of refused) {
     details.push(`${r.organizationId} ${r.table} refused by the replica: ${r.id} (${r.reason})`)
   }
   if (rows.length > 1) lines.push(...alignedRows(rows), '')
   if (details.length > 0) lines.push(...details, '')
   const total = report.organizations.length
   const drifted = report.organizations.filter((o) => o.status === 'drifted').length
-  const tail = `${report.rowsRead} rows read in ${report.seconds} s${report.passes > 1 ? `, ${report.passes} passes` : ''}${report.refused.length > 0 ? `; ${report.refused.length} row${report.refused.length === 1 ? '' : 's'} PostgreSQL holds refused by the replica` : ''}`
+  const tail = `${report.rowsRead} rows read in ${report.seconds} s${report.passes > 1 ? `, ${report.passes} passes` : ''}${refused.length > 0 ? `; ${refused.length} row${refused.length === 1 ? '' : 's'} PostgreSQL holds refused by the replica` : ''}`
   const controlDrift = report.control.status === 'drifted'
   lines.push(
     report.drift

@@ -482,7 +482,7 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     expect(mended.report.control.status).toBe('equal')
   })
 
-  it('lists each row PostgreSQL holds that the replica refuses, once, exit 1; serves a size past 2^53 with every digit', async () => {
+  it('one --repair: a body changed under its hash and a revocation undone, found and repaired; a row the replica refuses listed once; a size past 2^53 served with every digit', async () => {
     const sql = pipeline.sql
     const big = await insertDocument(sql, a.organizationId, {
       provider_id: a.providers[2]!,
@@ -497,7 +497,11 @@ describe('npm run verify', { timeout: 300_000 }, () => {
       scopes: ALL_SCOPES,
     })
     const reader = await insertApiKey(sql, a.organizationId)
+    const revoked = await insertApiKey(sql, a.organizationId, {
+      revoked_at: '2026-02-03T04:05:06.000000Z',
+    })
     await pipeline.caughtUp(pipeline.projector!)
+    const control = new Database(currentGeneration(pipeline.dataDir)!.controlPath)
     try {
       const served = await pipeline.eventually('the large document served', async () => {
         const page = await pipeline
@@ -506,29 +510,61 @@ describe('npm run verify', { timeout: 300_000 }, () => {
         return page.status === 200 && page.text.includes(big.id) ? page.text : undefined
       })
       expect(served).toContain(`"sizeBytes":${BIG_SIZE},`)
-
-      const { code, report } = await verifyJson()
-      expect(code).toBe(1)
-      expect(report.drift).toBe(false)
-      expect(report.organizations.filter((o) => o.status !== 'equal')).toEqual([])
-      expect(resource(report, a.organizationId, 'documents').equal).toBe(3)
+      const noDrift = await verifyJson()
+      expect(noDrift.report.drift).toBe(false)
+      expect(resource(noDrift.report, a.organizationId, 'documents').equal).toBe(3)
       expect(
-        report.refused.map(({ organizationId, table, id }) => ({ organizationId, table, id })),
+        noDrift.report.refused.map(({ organizationId, table, id }) => ({
+          organizationId,
+          table,
+          id,
+        })),
       ).toEqual([{ organizationId: a.organizationId, table: 'api_keys', id: refused.id }])
-      expect(report.refused[0]!.reason).toContain('SHA-256')
+      expect(noDrift.report.refused[0]!.reason).toContain('SHA-256')
+      expect(noDrift.code).toBe(1)
+
+      // Behind the projector's back: a served body (its hash kept), and the revocation undone.
+      const db = new Database(livePath(a.organizationId))
+      db.prepare(
+        `UPDATE doc_documents SET body = replace(body, '"fileName":"', '"fileName":"tampered-') WHERE id = ?`,
+      ).run(a.documents[0])
+      db.close()
+      await pipeline.eventually('the revoked key in control.db', () =>
+        Promise.resolve(
+          typeof control
+            .prepare('SELECT revoked_at FROM api_keys WHERE id = ?')
+            .pluck()
+            .get(revoked.id) === 'string'
+            ? true
+            : undefined,
+        ),
+      )
+      control.prepare('UPDATE api_keys SET revoked_at = NULL WHERE id = ?').run(revoked.id)
+      expect((await pipeline.client(revoked.raw).get('/providers?limit=1')).status).toBe(200)
+
       const table = await verify(['--repair'])
-      expect(table.code).toBe(1)
+      expect((await pipeline.client(revoked.raw).get('/providers?limit=1')).status).toBe(401)
+      // Exit 1: the refused row is still refused; everything else was repaired.
+      expect(table.code, table.stderr).toBe(1)
+      const [found, after] = table.stdout.split('\nRepair: ')
+      expect(found).toContain(`${a.organizationId} documents differing: ${a.documents[0]}`)
+      expect(found).toContain(`control.db api_keys differing: ${revoked.id}`)
+      expect(found).toContain(`${a.organizationId} api_keys refused by the replica: ${refused.id}`)
+      expect(after).toMatch(
+        new RegExp(`^rebuilt ${a.organizationId} from the topics; replaced control.db's`),
+      )
+      expect(after).toMatch(new RegExp(`^${a.organizationId} +\\(all\\)`, 'm'))
+      expect(after).toMatch(/^control\.db +\(all\)/m)
+      expect(after).toContain('no drift')
       expect(
         table.stdout.match(new RegExp(`refused by the replica: ${refused.id}`, 'g')),
       ).toHaveLength(1)
-      expect(table.stdout).toContain(
-        `${a.organizationId} api_keys refused by the replica: ${refused.id}`,
-      )
-      expect(table.stdout).toContain('1 row PostgreSQL holds refused by the replica')
-      console.log(`verify report (a row the replica refuses):\n${table.stdout}`)
+      console.log(`verify --repair report (defects 1, 4 and 5):\n${table.stdout}`)
     } finally {
+      control.close()
       await deleteRow(sql, 'api_keys', refused.id)
       await deleteRow(sql, 'api_keys', reader.id)
+      await deleteRow(sql, 'api_keys', revoked.id)
       await deleteRow(sql, 'documents', big.id)
       await pipeline.caughtUp(pipeline.projector!)
     }
