@@ -230,10 +230,17 @@ describe('npm run verify', { timeout: 300_000 }, () => {
       (await consumerLag(pipeline.kafka.brokers, 'e2e-replica')) > 0 ? true : undefined,
     )
     const running = verifyJson()
-    await sleep(3_000)
+    // Its scratch folder is made once the snapshot is taken: the projector is still stopped then.
+    const verifyDir = join(pipeline.dataDir, 'verify')
+    await pipeline.eventually('verify to take its snapshot', () =>
+      Promise.resolve(
+        existsSync(verifyDir) && readdirSync(verifyDir).length > 0 ? true : undefined,
+      ),
+    )
     await pipeline.startMainProjector()
     const { code, report } = await running
     expect(report.lag.eventsBehind).toBeGreaterThan(0)
+    expect(report.lag.waitedSeconds).toBeGreaterThan(0)
     expect(report.organizations.filter((o) => o.status !== 'equal')).toEqual([])
     expect(code).toBe(0)
   })
@@ -379,27 +386,69 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     expect(digest(livePath(b.organizationId))).toBe(otherBefore)
   })
 
-  it('a repair killed with SIGKILL leaves the live file serving and unchanged; the next run starts clean', async () => {
-    const db = new Database(livePath(b.organizationId))
-    db.prepare(`UPDATE doc_providers SET body = replace(body, 'Ada', 'Eve') WHERE id = ?`).run(
-      b.providers[0],
-    )
-    db.close()
-    const path = livePath(b.organizationId)
-    const before = digest(path)
-    for (const afterMs of [2_000, 9_000, 14_000]) {
-      const child = spawn(
-        process.execPath,
-        ['--import', 'tsx', 'projector/verify/main.ts', '--repair'],
-        { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', ...env() }, stdio: 'ignore' },
+  it('a repair killed with SIGKILL leaves the live file serving: unchanged before its hand-over request, swapped whole after it; the next run starts clean', async () => {
+    const tamper = () => {
+      const db = new Database(livePath(b.organizationId))
+      db.prepare(`UPDATE doc_providers SET body = replace(body, 'Ada', 'Eve') WHERE id = ?`).run(
+        b.providers[0],
       )
-      await sleep(afterMs)
+      db.close()
+    }
+    tamper()
+    const live = currentGeneration(pipeline.dataDir)!
+    const rebuilds = join(pipeline.dataDir, 'rebuilds')
+    const requested = () =>
+      ['json', 'taking'].some((state) =>
+        existsSync(join(live.handoversDir, `${b.organizationId}.${state}`)),
+      )
+    const repair = () =>
+      spawn(process.execPath, ['--import', 'tsx', 'projector/verify/main.ts', '--repair'], {
+        cwd: repoRoot,
+        env: { PATH: process.env.PATH ?? '', ...env() },
+        stdio: 'ignore',
+      })
+    const kill = async (child: ReturnType<typeof spawn>) => {
       child.kill('SIGKILL')
       await new Promise((resolve) => child.once('close', resolve))
-      const now = livePath(b.organizationId)
-      // Either untouched, or already swapped by the live projector (never half-written).
-      if (now === path) expect(digest(path)).toBe(before)
     }
+
+    // 1. While its replay runs (its scratch folder exists), before any request: nothing live
+    // was touched.
+    const path = livePath(b.organizationId)
+    const before = digest(path)
+    const replaying = repair()
+    await pipeline.eventually(
+      'the repair to be replaying the topics',
+      () =>
+        Promise.resolve(
+          existsSync(rebuilds) && readdirSync(rebuilds).length > 0 && !requested()
+            ? true
+            : undefined,
+        ),
+      { intervalMs: 10, timeoutMs: 120_000 },
+    )
+    await kill(replaying)
+    expect(requested()).toBe(false)
+    expect(livePath(b.organizationId)).toBe(path)
+    expect(digest(path)).toBe(before)
+
+    // 2. Once it has asked the live projector to take the rebuilt file: the projector takes it
+    // whole, killed or not, and serves it.
+    const handing = repair()
+    await pipeline.eventually(
+      'the hand-over request',
+      () => Promise.resolve(requested() || livePath(b.organizationId) !== path ? true : undefined),
+      { intervalMs: 5, timeoutMs: 180_000 },
+    )
+    await kill(handing)
+    await pipeline.eventually('the rebuilt file served', () =>
+      Promise.resolve(livePath(b.organizationId) !== path && !requested() ? true : undefined),
+    )
+    const swapped = await verifyJson(['--org', b.organizationId])
+    expect(swapped.code).toBe(0)
+
+    // The next run clears what the killed ones left, and repairs what drifted since.
+    tamper()
     const next = await verifyJson(['--repair'])
     expect(next.code).toBe(0)
     const verifyDir = join(pipeline.dataDir, 'verify')
