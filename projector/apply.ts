@@ -102,6 +102,11 @@ export interface ApplierOptions {
    * other row is skipped, unless it moves out of one of them. Absent: every organization.
    */
   onlyOrganizations?: ReadonlySet<string>
+  /**
+   * Whether `markCaughtUp` logs that the api now serves the replica (default true): a scratch
+   * generation (a rebuild's aside, verify's build from PostgreSQL) is served by no api.
+   */
+  announceCaughtUp?: boolean
   clock?: () => Date
   priorStamp?: (
     organizationId: string,
@@ -567,7 +572,9 @@ export function createApplier(options: ApplierOptions): Applier {
       control.markCaughtUp(clock())
       caughtUp = true
       giveControlItsShare()
-      logger.info('replica caught up with its source: the api now serves it')
+      if (options.announceCaughtUp !== false) {
+        logger.info('replica caught up with its source: the api now serves it')
+      }
       return built
     },
 

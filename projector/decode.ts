@@ -11,6 +11,7 @@ import {
   envelope,
   isPlainEnvelope,
   isSourceTable,
+  keepLongIntegers,
   neverStoredTables,
   type SourceRow,
   type SourceTable,
@@ -149,7 +150,7 @@ type Parsed = { ok: true; value: unknown } | { ok: false; message: string }
 function parseJson(value: unknown): Parsed {
   if (typeof value === 'string' || Buffer.isBuffer(value)) {
     try {
-      return { ok: true, value: JSON.parse(value.toString()) as unknown }
+      return { ok: true, value: JSON.parse(keepLongIntegers(value.toString())) as unknown }
     } catch {
       return { ok: false, message: 'value is not valid JSON' }
     }

@@ -21,6 +21,7 @@ import { appendDeadLetters, logDeadLetters } from './dead-letters.ts'
 import { createLaneApplier, FILE_BATCHES_AHEAD, LaneFailure, type LaneApplier } from './lanes.ts'
 import { createProjectorMetrics, type ProjectorMetrics } from './metrics.ts'
 import { openPriorGeneration, type PriorGeneration } from './rebuild/prior-stamps.ts'
+import { takeControlRepair } from './rebuild/control-repair.ts'
 import { claimHandovers, completeHandover, type HandoverRequest } from './rebuild/handover.ts'
 import { readLineBatches } from './sources/file.ts'
 import { createKafkaSource, type KafkaSource } from './sources/kafka.ts'
@@ -287,7 +288,15 @@ export function createProjector(deps: ProjectorDeps): Projector {
         onBatch,
         onLag: (topic, partition, lag) => metrics.setLag(topic, partition, lag),
         onCaughtUp,
-        handovers: { pending: () => claimHandovers(generation, logger), take: takeHandovers },
+        handovers: {
+          pending: () => {
+            // control.db's repair (verify --repair) is applied here, between two batches, by
+            // this process: the only writer of the generation.
+            takeControlRepair(generation, a.control.db, logger)
+            return claimHandovers(generation, logger)
+          },
+          take: takeHandovers,
+        },
         progress: options.progress,
         onFatal: (error) => {
           if (!(error instanceof LaneFailure)) return false

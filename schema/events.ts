@@ -212,7 +212,44 @@ const keyHashText = z.string().regex(/^[0-9a-fA-F]{64}$/, 'expected a hex SHA-25
 const keyHash = codec(keyHashText.transform(lowerCase), keyHashText, (s) => lowerCase(s as string))
 
 const integer = codec(z.number().int(), z.number().int(), identity)
-const bigint = codec(z.number().int(), z.number().int(), identity)
+// A bigint past 2^53 arrives as its decimal text (see `keepLongIntegers`) and stays so: a double
+// would round it. Within 2^53 it is a number, as before.
+const INT64_MIN = -(2n ** 63n)
+const INT64_MAX = 2n ** 63n - 1n
+function int64(value: unknown): number | string | typeof INVALID {
+  if (typeof value === 'number') return Number.isSafeInteger(value) ? value : INVALID
+  if (typeof value !== 'string' || !/^-?\d{1,20}$/.test(value)) return INVALID
+  const exact = BigInt(value)
+  if (exact < INT64_MIN || exact > INT64_MAX) return INVALID
+  const n = Number(exact)
+  return Number.isSafeInteger(n) ? n : exact.toString()
+}
+const int64Plain = z.union([z.number().int(), z.string().regex(/^-?\d+$/)])
+const bigint = codec(
+  int64Plain.transform((v, ctx): number | string => {
+    const value = int64(v)
+    if (value === INVALID) {
+      ctx.addIssue({ code: 'custom', message: 'expected a 64-bit integer' })
+      return z.NEVER
+    }
+    return value
+  }),
+  int64Plain,
+  int64,
+)
+
+/**
+ * Debezium's JSON with the bigint columns' values past 2^53 quoted, so JSON.parse keeps every
+ * digit (it would round the number). `"name":` outside a string is only ever a key, so a text
+ * search is exact; values within 2^53 are left as numbers.
+ */
+export function keepLongIntegers(json: string): string {
+  if (!json.includes('"size_bytes"')) return json
+  return json.replace(LONG_BIGINT, (match, name: string, digits: string) =>
+    Number.isSafeInteger(Number(digits)) ? match : `"${name}":"${digits}"`,
+  )
+}
+const LONG_BIGINT = /"(size_bytes)"\s*:\s*(-?\d{16,})/g
 const boolean = codec(z.boolean(), z.boolean(), identity)
 
 /** A nullable source column: null when absent (the column may have been dropped). */

@@ -5,7 +5,6 @@
 // insertion order, and that order is the order of every response. Child rows arrive already
 // sorted by the queries (queries.ts), so equal mirror content always yields identical text.
 import type {
-  documents,
   enrollments,
   groupEnrollments,
   groupIdentifiers,
@@ -24,13 +23,14 @@ import type {
   ProviderGroup,
   SensitiveProvider,
 } from '../../schema/resources.ts'
+import type { MirrorRowOf } from './changes.ts'
 import { joinJsonObjects, parseStringArray } from './json.ts'
 
 type ProviderRow = typeof providers.$inferSelect
 type ProviderGroupRow = typeof providerGroups.$inferSelect
 type EnrollmentRow = typeof enrollments.$inferSelect
 type GroupEnrollmentRow = typeof groupEnrollments.$inferSelect
-type DocumentRow = typeof documents.$inferSelect
+type DocumentRow = MirrorRowOf<'documents'>
 
 /** A response without `updatedAt`: what is hashed. */
 export type Content<T> = Omit<T, 'updatedAt'>
@@ -232,8 +232,21 @@ export function groupEnrollmentContent(
   }
 }
 
+/**
+ * A document's JSON. sizeBytes is a JSON integer written with every digit, past 2^53 too (the
+ * column is a bigint; JSON numbers have no limit, a double would round it): the one value that
+ * is text here is spliced in as a number.
+ */
+export function documentMetadataJson(row: DocumentRow): string {
+  const size = row.sizeBytes
+  const json = JSON.stringify(documentMetadataContent({ ...row, sizeBytes: 0 }))
+  return json.replace('"sizeBytes":0', `"sizeBytes":${String(size)}`)
+}
+
 /** Metadata only: the mirror never holds the storage key, and nothing here locates the file. */
-export function documentMetadataContent(row: DocumentRow): Content<DocumentMetadata> {
+export function documentMetadataContent(
+  row: Omit<DocumentRow, 'sizeBytes'> & { sizeBytes: number },
+): Content<DocumentMetadata> {
   return {
     id: row.id,
     providerId: row.providerId,

@@ -18,7 +18,10 @@ export interface MirrorRows {
   enrollment_location_participations: typeof mirror.enrollmentLocationParticipations.$inferSelect
   group_enrollments: typeof mirror.groupEnrollments.$inferSelect
   group_enrollment_lines_of_business: typeof mirror.groupEnrollmentLinesOfBusiness.$inferSelect
-  documents: typeof mirror.documents.$inferSelect
+  /** size_bytes is a bigint: its decimal text where a double would round it (queries.ts). */
+  documents: Omit<typeof mirror.documents.$inferSelect, 'sizeBytes'> & {
+    sizeBytes: number | string
+  }
 }
 
 export type MirrorTable = keyof MirrorRows

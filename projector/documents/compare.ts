@@ -2,11 +2,14 @@
 // operators' dry run (a rebuild built aside against the live file) and `verify` (documents built
 // from PostgreSQL against the live file) both ask "which responses would differ?".
 //
-// Content is the stored hash of each response without `updatedAt` (providers: both variants, so
-// a change only keys with the sensitive scope see counts too). The actual file is attached to a
-// read-only connection of the expected one (an attached file takes the connection's read-only
-// flag) and both are read in one read transaction, so a live file the projector is writing
-// meanwhile is compared as of one committed state.
+// Content is what the api reads to answer: each stored body without its `updatedAt` (providers:
+// both variants, so a change only keys with the sensitive scope see counts too), and the columns
+// its filters and order test. Never the stored hash: a body changed or corrupted under an
+// unchanged hash is served as it is, so it must be found. A body whose `updatedAt` is not its
+// row's stamp is compared whole, so it differs too (a poller's cursor would disagree with it).
+// The actual file is attached to a read-only connection of the expected one (an attached file
+// takes the connection's read-only flag) and both are read in one read transaction, so a live
+// file the projector is writing meanwhile is compared as of one committed state.
 import Database from 'better-sqlite3'
 
 /** The API's resources, named as their paths are (spec/api-v1.md section 4). */
@@ -38,13 +41,61 @@ export interface ResourceDiff {
   disappeared: IdSample
 }
 
-const documentTables: Record<ComparedResource, { table: string; content: string[] }> = {
-  providers: { table: 'doc_providers', content: ['hash', 'sensitive_hash'] },
-  'provider-groups': { table: 'doc_provider_groups', content: ['hash'] },
-  enrollments: { table: 'doc_enrollments', content: ['hash'] },
-  'group-enrollments': { table: 'doc_group_enrollments', content: ['hash'] },
-  documents: { table: 'doc_documents', content: ['hash'] },
-  expirables: { table: 'doc_expirables', content: ['hash'] },
+/** A stored body and the stamp it ends with (`,"updatedAt":"<stamp>"}`); no stamp: served whole. */
+export interface ServedBody {
+  body: string
+  stamp?: string
+}
+
+/** What the api serves of each resource: its bodies, and the columns it filters and orders by. */
+const documentTables: Record<
+  ComparedResource,
+  { table: string; bodies: ServedBody[]; columns: string[] }
+> = {
+  providers: {
+    table: 'doc_providers',
+    bodies: [
+      { body: 'body', stamp: 'updated_at' },
+      { body: 'sensitive_body', stamp: 'sensitive_updated_at' },
+    ],
+    columns: ['is_active'],
+  },
+  'provider-groups': {
+    table: 'doc_provider_groups',
+    bodies: [{ body: 'body', stamp: 'updated_at' }],
+    columns: [],
+  },
+  enrollments: {
+    table: 'doc_enrollments',
+    bodies: [{ body: 'body', stamp: 'updated_at' }],
+    columns: ['provider_id', 'status', 'payer_key'],
+  },
+  'group-enrollments': {
+    table: 'doc_group_enrollments',
+    bodies: [{ body: 'body', stamp: 'updated_at' }],
+    columns: ['provider_group_id', 'status', 'payer_key'],
+  },
+  documents: {
+    table: 'doc_documents',
+    bodies: [{ body: 'body', stamp: 'updated_at' }],
+    columns: ['provider_id', 'provider_group_id'],
+  },
+  // Stored without its last two keys: the api appends the day count (from expires_on) and the
+  // stamp to each response.
+  expirables: {
+    table: 'doc_expirables',
+    bodies: [{ body: 'body' }],
+    columns: ['expires_on', 'source_type', 'source_id'],
+  },
+}
+
+/** The SQL of what row `alias` serves of `body`: its text without the stamp it should end with. */
+export function servedContent(alias: string, { body, stamp }: ServedBody): string {
+  if (stamp === undefined) return `${alias}.${body}`
+  const suffix = `(',"updatedAt":' || json_quote(${alias}.${stamp}) || '}')`
+  return `(CASE WHEN substr(${alias}.${body}, -length(${suffix})) = ${suffix}
+    THEN substr(${alias}.${body}, 1, length(${alias}.${body}) - length(${suffix}))
+    ELSE ${alias}.${body} END)`
 }
 
 /** Default number of ids listed of each kind. */
@@ -83,7 +134,7 @@ function compareResource(
   actualPath: string | undefined,
   limit: number,
 ): ResourceDiff {
-  const { table, content } = documentTables[resource]
+  const { table, bodies, columns } = documentTables[resource]
   const expected = `main.${table}`
   if (actualPath === undefined) {
     return {
@@ -95,7 +146,10 @@ function compareResource(
     }
   }
   const actual = `actual.${table}`
-  const differs = content.map((c) => `e.${c} IS NOT a.${c}`).join(' OR ')
+  const differs = [
+    ...bodies.map((b) => `${servedContent('e', b)} IS NOT ${servedContent('a', b)}`),
+    ...columns.map((c) => `e.${c} IS NOT a.${c}`),
+  ].join(' OR ')
   const both = `${expected} e JOIN ${actual} a ON a.id = e.id`
   return {
     resource,
@@ -122,4 +176,120 @@ function sample(db: Database.Database, idsQuery: string, limit: number): IdSampl
   const ids =
     count === 0 ? [] : (db.prepare(`${idsQuery} ORDER BY 1 LIMIT ?`).pluck().all(limit) as string[])
   return { count, ids }
+}
+
+/** A document of the actual file with its stamp (a provider's later one of its two variants). */
+export interface StampedId {
+  id: string
+  stamp: string
+}
+
+/** Every document of one resource that differs, by id: what verify tells lag from drift by. */
+export interface ResourceDifferences {
+  resource: ComparedResource
+  equal: number
+  differing: StampedId[]
+  /** In the expected file only. */
+  missing: string[]
+  /** In the actual file only. */
+  extra: StampedId[]
+}
+
+export interface FileDifferences {
+  resources: ResourceDifferences[]
+  /** The actual file's applied Kafka offsets, read in the same transaction as its documents. */
+  appliedOffsets: Array<{ topic: string; partition: number; offset: number }>
+}
+
+/**
+ * Every difference between the documents of `expectedPath` and `actualPath`, with the actual
+ * stamps and applied offsets as of the one committed state compared. Either may be absent (no
+ * such file: no documents).
+ */
+export function documentDifferences(
+  expectedPath: string | undefined,
+  actualPath: string | undefined,
+): FileDifferences {
+  const first = expectedPath ?? actualPath
+  if (first === undefined) {
+    return { resources: comparedResources.map((r) => noDifferences(r)), appliedOffsets: [] }
+  }
+  const db = new Database(first, { readonly: true, fileMustExist: true })
+  try {
+    const sides = { expected: 'main', actual: 'main' }
+    if (expectedPath !== undefined && actualPath !== undefined) {
+      db.prepare('ATTACH DATABASE ? AS actual').run(actualPath)
+      sides.actual = 'actual'
+    }
+    const read = db.transaction((): FileDifferences => ({
+      resources: comparedResources.map((resource) =>
+        resourceDifferences(db, resource, {
+          expected: expectedPath === undefined ? undefined : sides.expected,
+          actual: actualPath === undefined ? undefined : sides.actual,
+        }),
+      ),
+      appliedOffsets:
+        actualPath === undefined
+          ? []
+          : (db
+              .prepare(`SELECT topic, partition, offset FROM ${sides.actual}.applied_offsets`)
+              .all() as FileDifferences['appliedOffsets']),
+    }))
+    return read()
+  } finally {
+    db.close()
+  }
+}
+
+function noDifferences(resource: ComparedResource): ResourceDifferences {
+  return { resource, equal: 0, differing: [], missing: [], extra: [] }
+}
+
+function resourceDifferences(
+  db: Database.Database,
+  resource: ComparedResource,
+  schemas: { expected: string | undefined; actual: string | undefined },
+): ResourceDifferences {
+  const { table, bodies, columns } = documentTables[resource]
+  const stamp = bodies
+    .map((b) => `a.${b.stamp ?? 'updated_at'}`)
+    .reduce((later, next) => `max(${later}, ${next})`)
+  const stamped = (sql: string) => db.prepare(sql).all() as StampedId[]
+  const ids = (sql: string) => db.prepare(sql).pluck().all() as string[]
+  if (schemas.actual === undefined) {
+    return {
+      ...noDifferences(resource),
+      missing: ids(`SELECT id FROM ${schemas.expected}.${table} ORDER BY id`),
+    }
+  }
+  const actual = `${schemas.actual}.${table}`
+  if (schemas.expected === undefined) {
+    return {
+      ...noDifferences(resource),
+      extra: stamped(`SELECT a.id AS id, ${stamp} AS stamp FROM ${actual} a ORDER BY a.id`),
+    }
+  }
+  const expected = `${schemas.expected}.${table}`
+  const differs = [
+    ...bodies.map((b) => `${servedContent('e', b)} IS NOT ${servedContent('a', b)}`),
+    ...columns.map((c) => `e.${c} IS NOT a.${c}`),
+  ].join(' OR ')
+  const both = `${expected} e JOIN ${actual} a ON a.id = e.id`
+  return {
+    resource,
+    equal: db
+      .prepare(`SELECT count(*) FROM ${both} WHERE NOT (${differs})`)
+      .pluck()
+      .get() as number,
+    differing: stamped(
+      `SELECT e.id AS id, ${stamp} AS stamp FROM ${both} WHERE ${differs} ORDER BY e.id`,
+    ),
+    missing: ids(
+      `SELECT e.id FROM ${expected} e WHERE NOT EXISTS (SELECT 1 FROM ${actual} a WHERE a.id = e.id) ORDER BY e.id`,
+    ),
+    extra: stamped(
+      `SELECT a.id AS id, ${stamp} AS stamp FROM ${actual} a
+        WHERE NOT EXISTS (SELECT 1 FROM ${expected} e WHERE e.id = a.id) ORDER BY a.id`,
+    ),
+  }
 }

@@ -25,6 +25,7 @@ export {
 export {
   documentExpirable,
   documentMetadataContent,
+  documentMetadataJson,
   enrollmentContent,
   expirableBody,
   expirableId,
@@ -44,9 +45,11 @@ export { priorStampsFrom } from './prior-stamps.ts'
 export {
   compareDocumentFiles,
   comparedResources,
+  documentDifferences,
   hasDifferences,
   IDS_PER_LIST,
   type ComparedResource,
   type IdSample,
   type ResourceDiff,
+  type ResourceDifferences,
 } from './compare.ts'

@@ -99,6 +99,17 @@ interface RawPlan {
   order: string[]
   keys: string[]
   booleans: boolean[]
+  /** Integers read exactly: as numbers where a double holds them, else as decimal text. */
+  exact: boolean
+}
+
+/**
+ * An int64 as the documents serve it: a number where a double holds it exactly, else its decimal
+ * text (documents.size_bytes is a bigint; better-sqlite3 would round it past 2^53).
+ */
+export function exactInteger(value: bigint): number | string {
+  const n = Number(value)
+  return Number.isSafeInteger(n) ? n : value.toString()
 }
 
 /** A select on one connection: rows as arrays. */
@@ -109,7 +120,7 @@ interface RawSelect extends RawPlan {
 }
 
 /** Plans a drizzle select whose parameters are all placeholders named in `names`. */
-function planRaw(query: BuiltSelect<unknown>, names: readonly string[]): RawPlan {
+function planRaw(query: BuiltSelect<unknown>, names: readonly string[], exact = false): RawPlan {
   const { sql: text, params } = query.toSQL()
   const order = params.map((param) => {
     if (!(is(param, Placeholder) && names.includes(param.name))) {
@@ -124,13 +135,15 @@ function planRaw(query: BuiltSelect<unknown>, names: readonly string[]): RawPlan
     }
     return field.columnType === 'SQLiteBoolean'
   })
-  return { text, order, keys: fields.map(([key]) => key), booleans }
+  return { text, order, keys: fields.map(([key]) => key), booleans, exact }
 }
 
 function rawOn(sqlite: Database.Database, plan: RawPlan): RawSelect {
   return {
     ...plan,
-    statement: preparedOnUse(() => sqlite.prepare<unknown[], unknown[]>(plan.text).raw(true)),
+    statement: preparedOnUse(() =>
+      sqlite.prepare<unknown[], unknown[]>(plan.text).raw(true).safeIntegers(plan.exact),
+    ),
     bind: (values) => plan.order.map((name) => values[name]),
   }
 }
@@ -139,11 +152,12 @@ function rawOn(sqlite: Database.Database, plan: RawPlan): RawSelect {
  * Maps a raw row from column `from` on as drizzle maps it: null stays null, boolean columns read
  * `Number(v) === 1`, every other column here is returned as is.
  */
-function rowMapper<T>({ keys, booleans }: RawSelect, from = 0): (values: unknown[]) => T {
+function rowMapper<T>({ keys, booleans, exact }: RawSelect, from = 0): (values: unknown[]) => T {
   return (values) => {
     const row: Record<string, unknown> = {}
     for (let i = from; i < keys.length; i++) {
-      const value = values[i]
+      let value = values[i]
+      if (exact && typeof value === 'bigint') value = exactInteger(value)
       row[keys[i]!] = value === null ? null : booleans[i] ? Number(value) === 1 : value
     }
     return row as T
@@ -157,8 +171,8 @@ export interface ReadById<T> {
 }
 
 /** A drizzle select whose only parameter is the `id` placeholder. */
-function readPlan<T>(query: BuiltSelect<T>): Plan<ReadById<T>> {
-  const plan = planRaw(query, ['id'])
+function readPlan<T>(query: BuiltSelect<T>, exact = false): Plan<ReadById<T>> {
+  const plan = planRaw(query, ['id'], exact)
   return {
     on(sqlite) {
       const raw = rawOn(sqlite, plan)
@@ -413,7 +427,8 @@ const mirrorReadPlans = {
   ),
   groupEnrollmentLinesOfBusiness: readPlan(groupEnrollmentLinesOfBusinessOf(oneParent)),
 
-  document: readPlan(qb.select().from(documents).where(eq(documents.id, id))),
+  // Exact: size_bytes is a bigint.
+  document: readPlan(qb.select().from(documents).where(eq(documents.id, id)), true),
   providerIdentifier: readPlan(
     qb.select().from(providerIdentifiers).where(eq(providerIdentifiers.id, id)),
   ),
@@ -466,10 +481,11 @@ type ChildrenInRange<T> = (first: string, last: string) => Map<string, T[]>
 function pagesPlan<T extends { id: string }>(
   idColumn: AnySQLiteColumn,
   query: (startAfter: SQL | undefined) => BuiltSelect<T>,
+  exact = false,
 ): Plan<Pages<T>> {
-  const firstPlan = planRaw(query(undefined), ['limit'])
+  const firstPlan = planRaw(query(undefined), ['limit'], exact)
   // Keyset: each page starts after the last id of the one before.
-  const nextPlan = planRaw(query(gt(idColumn, pageAfter)), ['after', 'limit'])
+  const nextPlan = planRaw(query(gt(idColumn, pageAfter)), ['after', 'limit'], exact)
   return {
     on(sqlite) {
       const firstPage = rawOn(sqlite, firstPlan)
@@ -600,8 +616,11 @@ function bulkReadPlans() {
     groupEnrollmentLinesOfBusiness: children(groupEnrollmentLinesOfBusinessOf(parentRange)),
 
     // Each document row is also the source of its expirable, if it has an expiration date.
-    documents: pagesPlan(documents.id, (startAfter) =>
-      qb.select().from(documents).where(startAfter).orderBy(asc(documents.id)).limit(pageSize),
+    documents: pagesPlan(
+      documents.id,
+      (startAfter) =>
+        qb.select().from(documents).where(startAfter).orderBy(asc(documents.id)).limit(pageSize),
+      true,
     ),
 
     // The other sources of expirables: identifiers with an expiration date, with what the

@@ -7,7 +7,7 @@
 import type Database from 'better-sqlite3'
 import {
   documentExpirable,
-  documentMetadataContent,
+  documentMetadataJson,
   enrollmentContent,
   expirableBody,
   groupEnrollmentContent,
@@ -301,7 +301,7 @@ export function createDocumentRefresher(
 
   function writeDocument(row: MirrorRowOf<'documents'>, stamp: string): Outcome {
     const id = row.id
-    const json = JSON.stringify(documentMetadataContent(row))
+    const json = documentMetadataJson(row)
     const hash = contentHash(json)
     const updatedAt = stampOf('document', id, hash, stamp)
     const written = store.document.write({

@@ -1,10 +1,11 @@
 // Stamps for a rebuilt organization file as it replaces the live one (projector/rebuild/handover.ts).
 //
-// A document whose content is the live file's keeps the live stamp: pollers are not sent it
-// again. Every other one takes `stamp`, newer than every stamp the live file handed out: built
-// earlier, aside, it may carry a stamp older than a cursor a poller already holds, and that
-// poller would never see it.
+// A document whose content is the live file's (its hash, and the text the live file serves) keeps
+// the live stamp: pollers are not sent it again. Every other one takes `stamp`, newer than every
+// stamp the live file handed out: built earlier, aside, it may carry a stamp older than a cursor
+// a poller already holds, and that poller would never see it.
 import type { SqliteDatabase } from '../../src/sqlite.ts'
+import { servedContent } from './compare.ts'
 import { withUpdatedAt } from './json.ts'
 
 interface StampedColumns {
@@ -42,13 +43,21 @@ export function restampAgainstLive(db: SqliteDatabase, stamp: string): number {
   let stampedNew = 0
   for (const { table, variants } of stampedDocuments) {
     for (const v of variants) {
+      // The same content: the same hash, and the live file serves the same text (a body
+      // corrupted under its hash is served as it is: its repair must reach pollers).
+      const served = (alias: string) =>
+        servedContent(
+          alias,
+          v.body === undefined ? { body: 'body' } : { body: v.body, stamp: v.stamp },
+        )
+      const same = `l.${v.hash} = d.${v.hash} AND ${served('l')} = ${served('d')}`
       // Only the rows whose stamp is not already the one they must have.
       const rows = db
         .prepare(
           `SELECT d.id AS id, d.${v.stamp} AS current, ${v.body === undefined ? 'NULL' : `d.${v.body}`} AS body,
-                  CASE WHEN l.${v.hash} = d.${v.hash} THEN l.${v.stamp} END AS kept
+                  CASE WHEN ${same} THEN l.${v.stamp} END AS kept
              FROM main.${table} d LEFT JOIN live.${table} l ON l.id = d.id
-            WHERE CASE WHEN l.${v.hash} = d.${v.hash} THEN l.${v.stamp} ELSE ? END
+            WHERE CASE WHEN ${same} THEN l.${v.stamp} ELSE ? END
                   IS NOT d.${v.stamp}`,
         )
         .all(stamp) as Array<{

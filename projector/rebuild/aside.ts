@@ -30,6 +30,8 @@ export interface AsideBuildDeps {
   groupId: string
   /** Only these organizations (per-organization rebuild); absent: all. */
   organizations?: ReadonlySet<string>
+  /** Only these topics (control.db's, for its repair); absent: every change topic. */
+  topics?: readonly string[]
   /** The generation served now, whose stamps unchanged documents keep. */
   live?: Generation
   /** Events consumed so far, and in all (the topics' ends when the replay began). */
@@ -54,6 +56,8 @@ export async function buildAside(deps: AsideBuildDeps): Promise<AsideBuild> {
     offsetGuard: true,
     walCheckpointBytes: config.walCheckpointBytes,
     deferDocumentsUntilCaughtUp: true,
+    // Built aside: no api serves it, so there is no catch-up to announce.
+    announceCaughtUp: false,
     loadCommitEvents: 50_000,
     maxOpenFiles: config.openFilesMax,
     cacheBudgetBytes: config.sqliteCacheBytes,
@@ -70,7 +74,7 @@ export async function buildAside(deps: AsideBuildDeps): Promise<AsideBuild> {
     logLevel: kafkaLogLevel.NOTHING,
   })
   const admin = kafka.admin()
-  const topics = changeTopics(config.topicPrefix)
+  const topics = [...(deps.topics ?? changeTopics(config.topicPrefix))]
   let events = 0
   try {
     await admin.connect()
@@ -92,6 +96,7 @@ export async function buildAside(deps: AsideBuildDeps): Promise<AsideBuild> {
       clientId: config.kafka.clientId,
       groupId,
       topicPrefix: config.topicPrefix,
+      topics,
       // No dead-letter topic: the live projector dead-lettered the bad events when it met them.
       applier,
       logger,

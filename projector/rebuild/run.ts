@@ -226,7 +226,7 @@ function removedAll(livePath: string | undefined): ResourceDiff[] {
 }
 
 /** Organizations in the live control.db, or with a file. */
-function knownOrganizations(live: Generation): Set<string> {
+export function knownOrganizations(live: Generation): Set<string> {
   const known = new Set(organizationsWithFiles(live))
   const db = new Database(live.controlPath, { readonly: true, fileMustExist: true })
   try {

@@ -23,6 +23,8 @@ export interface KafkaSourceOptions {
   clientId: string
   groupId: string
   topicPrefix: string
+  /** The topics to consume; absent: every change topic (`changeTopics`). */
+  topics?: readonly string[]
   /**
    * Where bad events go; absent: they are only counted (a rebuild's replay meets the events the
    * live projector dead-lettered already).
@@ -79,7 +81,7 @@ export function changeTopics(topicPrefix: string): string[] {
 
 export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   const { logger, applier } = options
-  const topics = changeTopics(options.topicPrefix)
+  const topics = [...(options.topics ?? changeTopics(options.topicPrefix))]
   const kafka = new Kafka({
     clientId: options.clientId,
     brokers: options.brokers,

@@ -8,6 +8,7 @@ import { controlTables, sourceTables } from '../../schema/events.ts'
 import type { ProjectorConfig } from '../../src/config.ts'
 import { prepareGeneration, type Generation } from '../../src/layout.ts'
 import { createApplier } from '../apply.ts'
+import type { SourceRecord } from '../decode.ts'
 import { snapshotRecord } from './records.ts'
 import type { ProductDatabase } from './source.ts'
 
@@ -16,8 +17,16 @@ export interface ExpectedReplica {
   /** The organizations with a file: those with at least one row. */
   readonly organizations: string[]
   readonly rows: number
-  /** Rows the projector would refuse too (their Debezium events would be dead letters). */
-  readonly refused: number
+  /** Rows the projector refuses (their Debezium events are dead letters): served by no one. */
+  readonly refused: RefusedRow[]
+}
+
+/** A row PostgreSQL holds that the projector refuses, and why. */
+export interface RefusedRow {
+  organizationId: string
+  table: string
+  id: string
+  reason: string
 }
 
 export interface BuildExpectedDeps {
@@ -49,6 +58,8 @@ export async function buildExpected(deps: BuildExpectedDeps): Promise<ExpectedRe
     offsetGuard: false,
     walCheckpointBytes: config.walCheckpointBytes,
     deferDocumentsUntilCaughtUp: true,
+    // Built aside: no api serves it, so there is no catch-up to announce.
+    announceCaughtUp: false,
     loadCommitEvents: 50_000,
     maxOpenFiles: config.openFilesMax,
     cacheBudgetBytes: config.sqliteCacheBytes,
@@ -59,7 +70,7 @@ export async function buildExpected(deps: BuildExpectedDeps): Promise<ExpectedRe
     tsMs: database.snapshot.at.getTime(),
   }
   let rows = 0
-  let refused = 0
+  const refused: RefusedRow[] = []
   try {
     for (const table of sourceTables) {
       const only = controlTables.has(table) ? deps.controlScope : deps.organizations
@@ -70,11 +81,9 @@ export async function buildExpected(deps: BuildExpectedDeps): Promise<ExpectedRe
         )
         const outcome = applier.applyBatch(records)
         for (const letter of outcome.deadLetters) {
-          refused++
-          logger.warn(
-            { table, reason: letter.reason, error: letter.message },
-            'a row the projector would refuse too',
-          )
+          const row = refusedRow(table, letter.record, letter.message)
+          refused.push(row)
+          logger.warn({ ...row, reason: letter.reason }, 'a row the projector refuses')
         }
         rows += page.length
         deps.onRows?.(page.length)
@@ -86,4 +95,11 @@ export async function buildExpected(deps: BuildExpectedDeps): Promise<ExpectedRe
   } finally {
     applier.close()
   }
+}
+
+/** Which row a dead letter of `snapshotRecord` is: its `after` holds the row read. */
+function refusedRow(table: string, record: SourceRecord, reason: string): RefusedRow {
+  const after = (record.value as { after: Record<string, unknown> }).after
+  const owner = table === 'organizations' ? after.id : after.organization_id
+  return { organizationId: String(owner), table, id: String(after.id), reason }
 }

@@ -6,6 +6,7 @@
 import Database from 'better-sqlite3'
 import type { ControlTable } from '../../schema/events.ts'
 import { IDS_PER_LIST, type IdSample } from '../documents/index.ts'
+import type { AppliedOffset } from './lag.ts'
 
 export interface ControlTableDiff {
   table: ControlTable
@@ -47,17 +48,21 @@ export function compareControlFiles(
   expectedPath: string,
   actualPath: string,
   options: { organizations?: readonly string[]; idsPerList?: number } = {},
-): ControlTableDiff[] {
+): { tables: ControlTableDiff[]; appliedOffsets: AppliedOffset[] } {
   const limit = options.idsPerList ?? IDS_PER_LIST
   const only = options.organizations === undefined ? null : JSON.stringify(options.organizations)
   const db = new Database(expectedPath, { readonly: true, fileMustExist: true })
   try {
     db.prepare('ATTACH DATABASE ? AS actual').run(actualPath)
-    const read = db.transaction(() =>
-      (Object.keys(compared) as ControlTable[]).map((table) =>
+    // The live file's applied offsets in the same transaction as its rows: what was compared.
+    const read = db.transaction(() => ({
+      tables: (Object.keys(compared) as ControlTable[]).map((table) =>
         compareTable(db, table, only, limit),
       ),
-    )
+      appliedOffsets: db
+        .prepare('SELECT topic, partition, offset FROM actual.applied_offsets')
+        .all() as AppliedOffset[],
+    }))
     return read()
   } finally {
     db.close()

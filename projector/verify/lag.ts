@@ -183,17 +183,26 @@ export async function waitForReplica(
 export function appliedPast(path: string, ends: TopicEnds): boolean {
   const db = new Database(path, { readonly: true, fileMustExist: true })
   try {
-    const rows = db.prepare('SELECT topic, partition, offset FROM applied_offsets').all() as Array<{
-      topic: string
-      partition: number
-      offset: number
-    }>
-    return rows.some((r) => {
-      const end = ends.get(key(r.topic, r.partition))
-      // A partition that did not exist at the snapshot: anything applied from it came after.
-      return end === undefined || BigInt(r.offset) >= end
-    })
+    return pastEnds(
+      db.prepare('SELECT topic, partition, offset FROM applied_offsets').all() as AppliedOffset[],
+      ends,
+    )
   } finally {
     db.close()
   }
+}
+
+export interface AppliedOffset {
+  topic: string
+  partition: number
+  offset: number
+}
+
+/** Whether any of these applied offsets is at or past `ends`. */
+export function pastEnds(applied: readonly AppliedOffset[], ends: TopicEnds): boolean {
+  return applied.some((r) => {
+    const end = ends.get(key(r.topic, r.partition))
+    // A partition that did not exist then: anything applied from it came after.
+    return end === undefined || BigInt(r.offset) >= end
+  })
 }

@@ -3,9 +3,10 @@
 //
 //   npm run verify [-- --org ID]... [--repair] [--json]
 //
-// Exit codes: 0 no drift; 1 drift found (after --repair: drift left); 2 refused or cannot run
-// (bad configuration or arguments, PostgreSQL or Kafka unreachable, a grant missing, the replica
-// not caught up in time, another rebuild running for --repair).
+// Exit codes: 0 no drift; 1 drift found (after --repair: drift left), a row the replica refuses,
+// or documents that kept changing; 2 refused or cannot run (bad configuration or arguments, an
+// --org neither side knows, PostgreSQL or Kafka unreachable, a grant missing, the replica not
+// caught up in time, another rebuild running for --repair).
 import { parseArgs } from 'node:util'
 import { loadCommandConfig, loadVerifyConfig } from '../../src/config.ts'
 import { organizationIdsOption } from '../../src/layout.ts'
@@ -26,12 +27,14 @@ const usage = `usage: npm run verify [-- --org ID]... [--repair] [--json]
 
   --org ID   only this organization (repeatable, or comma-separated)
   --repair   rebuild the organizations that drifted from the topics (as --rebuild --org does:
-             the live projector swaps the files in), then check them again
+             the live projector swaps the files in), replace control.db's organizations and
+             API keys with what their topics hold, then check them again
   --json     the report as one line of JSON on stdout
   --help     this text
 
-Exit codes: 0 no drift; 1 drift found (with --repair: drift left after the repair);
-2 refused or cannot run (configuration, connection, a missing grant, lag that did not resolve).
+Exit codes: 0 no drift; 1 drift found (with --repair: drift left after the repair), a row the
+replica refuses, or documents that kept changing; 2 refused or cannot run (configuration, an
+--org neither side knows, connection, a missing grant, lag that did not resolve).
 
 Configuration is by environment: DATABASE_URL (required), DATA_DIR, KAFKA_BROKERS, TOPIC_PREFIX,
 KAFKA_GROUP_ID, VERIFY_SLOT_NAME, VERIFY_PAGE_ROWS, VERIFY_CATCH_UP_TIMEOUT_MS,

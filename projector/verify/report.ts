@@ -4,6 +4,7 @@
 // people, JSON for scripts. Pure: the command prints what these return.
 import type { IdSample, ResourceDiff } from '../documents/index.ts'
 import { alignedRows } from '../rebuild/report.ts'
+import type { RefusedRow } from './build.ts'
 import type { ControlTableDiff } from './control.ts'
 
 export interface ResourceVerdict {
@@ -15,6 +16,8 @@ export interface ResourceVerdict {
   missing: IdSample
   /** Served by the replica, not built from PostgreSQL. */
   extra: IdSample
+  /** Changed after every snapshot taken (settle.ts): may be lag, not counted as drift. */
+  changing: IdSample
 }
 
 export type OrganizationStatus = 'equal' | 'drifted' | 'unsettled'
@@ -22,8 +25,8 @@ export type OrganizationStatus = 'equal' | 'drifted' | 'unsettled'
 export interface OrganizationVerdict {
   organizationId: string
   /**
-   * `unsettled`: the organization's file applied changes made after every snapshot taken (it
-   * kept changing), so its differences could be lag and are not counted as drift.
+   * `unsettled`: some of its documents changed after every snapshot taken (they kept changing),
+   * so their differences could be lag and are not counted as drift.
    */
   status: OrganizationStatus
   resources: ResourceVerdict[]
@@ -57,28 +60,22 @@ export interface VerifyReport {
   /** Organizations that kept changing through every pass (their differences not counted). */
   unsettled: string[]
   rowsRead: number
-  /** Rows the projector would refuse too (dead letters): not in either side. */
-  rowsRefused: number
+  /**
+   * Rows PostgreSQL holds that the projector refuses (dead letters), each once: served by no one,
+   * so a difference too, that no rebuild mends.
+   */
+  refused: RefusedRow[]
   /** Passes: 1, plus one per re-check of organizations that changed after the snapshot. */
   passes: number
   seconds: number
   lag: LagReport
   organizations: OrganizationVerdict[]
   control: ControlVerdict
-  /** With --repair: the organizations rebuilt, and the check made after. */
-  repair?: { rebuilt: string[]; after: VerifyReport }
-}
-
-export function toVerdict(diff: ResourceDiff): ResourceVerdict {
-  return {
-    resource: diff.resource,
-    equal: diff.equal,
-    differing: diff.changed,
-    // compareDocumentFiles(expected = from PostgreSQL, actual = the live file): what "appears"
-    // is only in PostgreSQL's build (missing in the replica), what "disappears" only live.
-    missing: diff.appeared,
-    extra: diff.disappeared,
-  }
+  /**
+   * With --repair: the organizations rebuilt, whether control.db's rows were replaced with their
+   * topics', and the check made after.
+   */
+  repair?: { rebuilt: string[]; control: boolean; after: VerifyReport }
 }
 
 /** Whether any of these (a resource's documents, a control.db table's rows) differs. */
@@ -88,10 +85,14 @@ export function hasDrift(
   return parts.some((p) => p.differing.count + p.missing.count + p.extra.count > 0)
 }
 
-/** 0: no drift; 1: drift found (or some organization could not be settled); 2 is for refusals. */
+/**
+ * 0: no drift; 1: drift found, a row refused by the projector, or some organization that could
+ * not be settled; 2 is for refusals to run.
+ */
 export function exitCode(report: VerifyReport): 0 | 1 {
   const final = report.repair?.after ?? report
-  return final.drift || final.unsettled.length > 0 || final.control.status === 'unsettled' ? 1 : 0
+  const unsettled = final.unsettled.length > 0 || final.control.status === 'unsettled'
+  return final.drift || unsettled || report.refused.length > 0 || final.refused.length > 0 ? 1 : 0
 }
 
 export function reportJson(report: VerifyReport): string {
@@ -101,9 +102,17 @@ export function reportJson(report: VerifyReport): string {
 export function reportTable(report: VerifyReport): string {
   const lines = tableLines(report, 'Checked')
   if (report.repair !== undefined) {
+    const done = [
+      ...(report.repair.rebuilt.length > 0
+        ? [`rebuilt ${report.repair.rebuilt.join(', ')} from the topics`]
+        : []),
+      ...(report.repair.control
+        ? ["replaced control.db's organizations and API keys with their topics' rows"]
+        : []),
+    ]
     lines.push(
       '',
-      `Repair: rebuilt ${report.repair.rebuilt.join(', ')} from the topics; checked again:`,
+      `Repair: ${done.join('; ')}; checked again:`,
       '',
       ...tableLines(report.repair.after, 'Re-checked'),
     )
@@ -131,27 +140,36 @@ function tableLines(report: VerifyReport, verb: string): string[] {
   }
   const controlParts = report.control.tables.map((t) => ({ name: t.table, ...t }))
   subjectLines('control.db', report.control.status, controlParts, rows, details)
+  // Listed once: a re-check after a repair finds them again (no rebuild mends them).
+  const refused = verb === 'Checked' ? report.refused : []
+  for (const r of refused) {
+    details.push(`${r.organizationId} ${r.table} refused by the replica: ${r.id} (${r.reason})`)
+  }
   if (rows.length > 1) lines.push(...alignedRows(rows), '')
   if (details.length > 0) lines.push(...details, '')
   const total = report.organizations.length
   const drifted = report.organizations.filter((o) => o.status === 'drifted').length
-  const tail = `${report.rowsRead} rows read in ${report.seconds} s${report.passes > 1 ? `, ${report.passes} passes` : ''}${report.rowsRefused > 0 ? `; ${report.rowsRefused} rows the projector refuses too (see the log)` : ''}`
+  const tail = `${report.rowsRead} rows read in ${report.seconds} s${report.passes > 1 ? `, ${report.passes} passes` : ''}${refused.length > 0 ? `; ${refused.length} row${refused.length === 1 ? '' : 's'} PostgreSQL holds refused by the replica` : ''}`
   const controlDrift = report.control.status === 'drifted'
   lines.push(
     report.drift
       ? drifted > 0
-        ? `Drift: ${drifted} of ${total} organizations differ from PostgreSQL${controlDrift ? ', and so does control.db' : ''} (${tail}).`
-        : `Drift: control.db differs from PostgreSQL; the documents of ${total} organization${total === 1 ? '' : 's'} do not (${tail}).`
+        ? `Drift: ${drifted} of ${organizationsCount(total)} ${drifted === 1 ? 'differs' : 'differ'} from PostgreSQL${controlDrift ? ', and so does control.db' : ''} (${tail}).`
+        : `Drift: control.db differs from PostgreSQL; the documents of ${organizationsCount(total)} do not (${tail}).`
       : report.unsettled.length > 0
-        ? `No drift found, but ${report.unsettled.length} of ${total} organizations kept changing and could not be checked (${tail}).`
-        : `${verb} ${total} organizations: no drift (${tail}).`,
+        ? `No drift found, but ${report.unsettled.length} of ${organizationsCount(total)} kept changing and could not be checked (${tail}).`
+        : `${verb} ${organizationsCount(total)}: no drift (${tail}).`,
   )
-  if (controlDrift) {
+  if (controlDrift && report.repair === undefined && verb === 'Checked') {
     lines.push(
-      `control.db's organizations and API keys are rebuilt only with the whole replica: npm run projector -- --rebuild.`,
+      `--repair replaces control.db's organizations and API keys with what their topics hold.`,
     )
   }
   return lines
+}
+
+function organizationsCount(n: number): string {
+  return `${n} organization${n === 1 ? '' : 's'}`
 }
 
 /** What one line of the table counts: a resource's documents, or a control.db table's rows. */
@@ -161,6 +179,7 @@ interface Counted {
   differing: IdSample
   missing: IdSample
   extra: IdSample
+  changing?: IdSample
 }
 
 /**
@@ -178,6 +197,13 @@ function subjectLines(
   if (!drifted) {
     const equal = parts.reduce((sum, p) => sum + p.equal, 0)
     rows.push([subject, '(all)', String(equal), '0', '0', '0'])
+  }
+  for (const p of parts) {
+    const changing = p.changing
+    if (changing === undefined || changing.count === 0) continue
+    const more =
+      changing.count > changing.ids.length ? ` (+${changing.count - changing.ids.length} more)` : ''
+    details.push(`${subject} ${p.name} kept changing: ${changing.ids.join(' ')}${more}`)
   }
   for (const p of drifted ? parts : []) {
     rows.push([

@@ -11,8 +11,8 @@
 //      snapshot is checked again with a new snapshot (up to three passes), since its differences
 //      may be those changes;
 //   5. with --repair, the drifted organizations rebuilt from the topics (the per-organization
-//      rebuild, in this process) and checked again. control.db is not repaired here: its rows are
-//      rebuilt only with the whole replica (`--rebuild`), which the report says.
+//      rebuild, in this process), control.db's organizations and API keys replaced with what
+//      their topics hold (repair.ts), both through the live projector, and checked again.
 //
 // The live replica is only read, except by --repair's rebuild, whose hand-over leaves the live
 // file serving and unchanged if it is killed at any point. A run killed here leaves only its
@@ -31,30 +31,37 @@ import {
   type Generation,
 } from '../../src/layout.ts'
 import { readOrganizationFiles } from '../control-file.ts'
-import { compareDocumentFiles, comparedResources, type ResourceDiff } from '../documents/index.ts'
+import { documentDifferences, IDS_PER_LIST } from '../documents/index.ts'
 import { processAlive } from '../rebuild/lock.ts'
-import { rebuildAside, removeRebuildLeftovers } from '../rebuild/run.ts'
-import { buildExpected } from './build.ts'
+import { knownOrganizations, rebuildAside, removeRebuildLeftovers } from '../rebuild/run.ts'
+import { buildExpected, type RefusedRow } from './build.ts'
 import { compareControlFiles, type ControlTableDiff } from './control.ts'
-import {
-  appliedPast,
-  openKafkaView,
-  eventsBehindNow,
-  waitForReplica,
-  type KafkaView,
-} from './lag.ts'
+import { eventsBehindNow, openKafkaView, pastEnds, waitForReplica, type KafkaView } from './lag.ts'
 import {
   hasDrift,
-  toVerdict,
   type ControlVerdict,
   type LagReport,
   type OrganizationVerdict,
   type VerifyReport,
 } from './report.ts'
+import { repairControl } from './repair.ts'
+import { classify, sample, settleAgain, type Classified } from './settle.ts'
 import { openProductDatabase, VerifyRefused } from './source.ts'
 
-/** Passes at most: the first, then re-checks of organizations that changed after the snapshot. */
-const MAX_PASSES = 3
+/**
+ * Passes at most: the first, then re-checks of documents that changed after the snapshot. Each
+ * re-check reads only the organizations with such documents, and a document settles unless it
+ * changed again within the pass (settle.ts), so a few more passes cost little and let busy
+ * organizations settle.
+ */
+const MAX_PASSES = 5
+
+/**
+ * How far the replica's clock may be behind PostgreSQL's: a document stamped this close before
+ * the snapshot may have been changed after it (stamps are the projector's clock, the snapshot's
+ * instant PostgreSQL's). Keep the two in sync, as Debezium's heartbeat evidence needs too.
+ */
+const CLOCK_MARGIN_MS = 1_000
 
 export interface VerifyDeps {
   config: VerifyConfig
@@ -81,6 +88,9 @@ export async function verifyReplica(
       `${config.projector.dataDir} holds no replica to verify (no CURRENT generation)`,
     )
   }
+  // Checked before anything is taken or touched (--repair's rebuild lock included): PostgreSQL
+  // answers with the grants, and every organization asked for is known to one side or the other.
+  await checkSource(config, live, options.organizations)
   const groupId = consumerGroup(live) ?? config.projector.kafka.groupId
   const kafka = await openKafkaView({
     brokers: config.projector.kafka.brokers,
@@ -100,21 +110,54 @@ export async function verifyReplica(
     const drifted = report.organizations
       .filter((o) => o.status === 'drifted')
       .map((o) => o.organizationId)
-    // control.db alone drifted: nothing a per-organization rebuild mends (the report says so).
-    if (drifted.length === 0) return report
-    deps.logger.info({ organizations: drifted }, 'repairing: rebuilding the drifted organizations')
-    await rebuildAside(
-      {
-        config: config.projector,
-        logger: deps.logger,
-        ...(deps.signal === undefined ? {} : { signal: deps.signal }),
-      },
-      { organizations: drifted, dryRun: false },
-    )
+    const signal = deps.signal === undefined ? {} : { signal: deps.signal }
+    if (drifted.length > 0) {
+      deps.logger.info(
+        { organizations: drifted },
+        'repairing: rebuilding the drifted organizations',
+      )
+      await rebuildAside(
+        { config: config.projector, logger: deps.logger, ...signal },
+        { organizations: drifted, dryRun: false },
+      )
+    }
+    const control = report.control.status === 'drifted'
+    if (control) {
+      deps.logger.info("repairing: control.db's organizations and API keys from their topics")
+      await repairControl(
+        { config: config.projector, logger: deps.logger, live, ...signal },
+        options.organizations,
+      )
+    }
     const after = await checkOrganizations(context, drifted, options.organizations)
-    return { ...report, repair: { rebuilt: drifted, after } }
+    return { ...report, repair: { rebuilt: drifted, control, after } }
   } finally {
     await kafka.close()
+  }
+}
+
+/**
+ * Refuses (one line, exit 2) when PostgreSQL cannot be read, or when an organization asked for is
+ * neither in PostgreSQL nor in the replica: a typo must not pass as "no drift".
+ */
+async function checkSource(
+  config: VerifyConfig,
+  live: Generation,
+  organizations: readonly string[] | undefined,
+): Promise<void> {
+  const database = await openProductDatabase(config.databaseUrl, { pageRows: config.pageRows })
+  try {
+    if (organizations === undefined) return
+    const inSource = await database.organizationsIn(organizations)
+    const inReplica = knownOrganizations(live)
+    const unknown = organizations.filter((id) => !inSource.has(id) && !inReplica.has(id))
+    if (unknown.length > 0) {
+      throw new VerifyRefused(
+        `unknown organization${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}: neither in PostgreSQL nor in the replica`,
+      )
+    }
+  } finally {
+    await database.close()
   }
 }
 
@@ -128,7 +171,8 @@ interface Context {
 
 /**
  * Checks the documents of `organizations` (absent: all) and control.db's rows of `scope`'s
- * organizations (absent: all), in passes until nothing that differs changed after the snapshot.
+ * organizations (absent: all), in passes until no document that differs changed after the
+ * snapshot (settle.ts).
  */
 async function checkOrganizations(
   context: Context,
@@ -136,25 +180,27 @@ async function checkOrganizations(
   scope: readonly string[] | undefined,
 ): Promise<VerifyReport> {
   const started = performance.now()
-  const final = new Map<string, OrganizationVerdict>()
+  const settled = new Map<string, Classified[]>()
   let pending = organizations
   let control: ControlVerdict | undefined
   let lag: LagReport | undefined
   let rowsRead = 0
-  let rowsRefused = 0
+  // By table and id: a row re-read by a later pass is one row.
+  const refused = new Map<string, RefusedRow>()
   let passes = 0
   for (; passes < MAX_PASSES;) {
     passes++
     const pass = await checkPass(context, pending, scope)
     lag ??= pass.lag
     rowsRead += pass.rowsRead
-    rowsRefused += pass.rowsRefused
+    for (const row of pass.refused) refused.set(`${row.table}\u0000${row.id}`, row)
     const recheck: string[] = []
-    for (const verdict of pass.verdicts) {
-      if (verdict.status === 'drifted' && pass.ahead.has(verdict.organizationId)) {
-        recheck.push(verdict.organizationId)
-        final.set(verdict.organizationId, { ...verdict, status: 'unsettled' })
-      } else final.set(verdict.organizationId, verdict)
+    for (const [organizationId, resources] of pass.organizations) {
+      const before = settled.get(organizationId)
+      const now =
+        before === undefined ? resources : before.map((b, i) => settleAgain(b, resources[i]!))
+      settled.set(organizationId, now)
+      if (now.some((r) => r.changing.length > 0)) recheck.push(organizationId)
     }
     // control.db's rows are few: read again on every pass, taken until they settle.
     let recheckControl = false
@@ -173,14 +219,38 @@ async function checkOrganizations(
     )
     pending = recheck
   }
-  const verdicts = [...final.values()].sort((a, b) =>
-    a.organizationId < b.organizationId ? -1 : 1,
-  )
+  const limit = context.deps.idsPerList ?? IDS_PER_LIST
+  const verdicts = [...settled]
+    .sort(([a], [b]) => (a < b ? -1 : 1))
+    .map(([organizationId, classified]): OrganizationVerdict => {
+      const resources = classified.map((c) => ({
+        resource: c.resource,
+        equal: c.equal,
+        differing: sample(c.differing, limit),
+        missing: sample(c.missing, limit),
+        extra: sample(c.extra, limit),
+        changing: sample(
+          c.changing.map((d) => d.id),
+          limit,
+        ),
+      }))
+      const status = hasDrift(resources)
+        ? 'drifted'
+        : resources.some((r) => r.changing.count > 0)
+          ? 'unsettled'
+          : 'equal'
+      return { organizationId, status, resources }
+    })
   return {
     drift: verdicts.some((v) => v.status === 'drifted') || control!.status === 'drifted',
     unsettled: verdicts.filter((v) => v.status === 'unsettled').map((v) => v.organizationId),
     rowsRead,
-    rowsRefused,
+    refused: [...refused.values()].sort(
+      (x, y) =>
+        x.organizationId.localeCompare(y.organizationId) ||
+        x.table.localeCompare(y.table) ||
+        x.id.localeCompare(y.id),
+    ),
     passes,
     seconds: Math.round((performance.now() - started) / 100) / 10,
     lag: lag!,
@@ -190,15 +260,14 @@ async function checkOrganizations(
 }
 
 interface Pass {
-  verdicts: OrganizationVerdict[]
-  /** Organizations whose live file applied a change made after the snapshot. */
-  ahead: Set<string>
+  /** Each organization's documents, resource by resource, as this pass sorted them. */
+  organizations: Map<string, Classified[]>
   control: ControlTableDiff[]
-  /** Whether the live control.db applied a change made after the snapshot. */
+  /** Whether the live control.db applied a change Kafka received after the snapshot began. */
   controlAhead: boolean
   lag: LagReport
   rowsRead: number
-  rowsRefused: number
+  refused: RefusedRow[]
 }
 
 async function checkPass(
@@ -208,6 +277,11 @@ async function checkPass(
 ): Promise<Pass> {
   const { deps, live, kafka, groupId } = context
   const { config, logger } = deps
+  // The topics' ends before the snapshot: every event below them was committed before it, so a
+  // file that applied nothing at or past them is exactly as of the snapshot. (The ends read once
+  // Debezium has caught up hold changes made after the snapshot too: a file that applied those
+  // was taken for one as of the snapshot, and their documents reported as drift.)
+  const before = await kafka.ends()
   const database = await openProductDatabase(config.databaseUrl, { pageRows: config.pageRows })
   const dir = join(context.verifyDir, `${runName()}-${process.pid}`)
   try {
@@ -241,34 +315,28 @@ async function checkPass(
     const ids = organizations ?? [
       ...new Set([...expected.organizations, ...organizationsWithFiles(live)]),
     ]
-    const verdicts: OrganizationVerdict[] = []
-    const ahead = new Set<string>()
-    const options = deps.idsPerList === undefined ? {} : { idsPerList: deps.idsPerList }
+    const changedSince = new Date(database.snapshot.at.getTime() - CLOCK_MARGIN_MS).toISOString()
+    const classified = new Map<string, Classified[]>()
     for (const organizationId of [...ids].sort()) {
-      const actual = livePath(organizationId)
       const built = builtIds.has(organizationId)
         ? expected.generation.organizationPath(organizationId)
         : undefined
-      let diffs: ResourceDiff[]
-      if (built !== undefined) diffs = compareDocumentFiles(built, actual, options)
-      else if (actual !== undefined) diffs = onlyInReplica(actual, options)
-      else diffs = comparedResources.map((resource) => emptyDiff(resource))
-      const resources = diffs.map(toVerdict)
-      if (actual !== undefined && appliedPast(actual, caught.ends)) ahead.add(organizationId)
-      verdicts.push({
+      // The live file's documents and applied offsets, read in one transaction.
+      const found = documentDifferences(built, livePath(organizationId))
+      const ahead = pastEnds(found.appliedOffsets, before)
+      classified.set(
         organizationId,
-        status: hasDrift(resources) ? 'drifted' : 'equal',
-        resources,
-      })
+        found.resources.map((diff) => classify(diff, changedSince, ahead)),
+      )
     }
+    const control = compareControlFiles(expected.generation.controlPath, live.controlPath, {
+      ...(deps.idsPerList === undefined ? {} : { idsPerList: deps.idsPerList }),
+      ...(scope === undefined ? {} : { organizations: scope }),
+    })
     return {
-      verdicts,
-      ahead,
-      control: compareControlFiles(expected.generation.controlPath, live.controlPath, {
-        ...options,
-        ...(scope === undefined ? {} : { organizations: scope }),
-      }),
-      controlAhead: appliedPast(live.controlPath, caught.ends),
+      organizations: classified,
+      control: control.tables,
+      controlAhead: pastEnds(control.appliedOffsets, before),
       lag: {
         snapshotLsn: database.snapshot.lsn,
         snapshotAt: database.snapshot.at.toISOString(),
@@ -277,26 +345,12 @@ async function checkPass(
         debezium: caught.debezium,
       },
       rowsRead: expected.rows,
-      rowsRefused: expected.refused,
+      refused: expected.refused,
     }
   } finally {
     await database.close()
     rmSync(dir, { recursive: true, force: true })
   }
-}
-
-/** A live file with no counterpart built from PostgreSQL: every document is extra. */
-function onlyInReplica(path: string, options: { idsPerList?: number }): ResourceDiff[] {
-  return compareDocumentFiles(path, undefined, options).map((d) => ({
-    ...d,
-    appeared: { count: 0, ids: [] },
-    disappeared: d.appeared,
-  }))
-}
-
-function emptyDiff(resource: ResourceDiff['resource']): ResourceDiff {
-  const none = { count: 0, ids: [] }
-  return { resource, equal: 0, changed: none, appeared: none, disappeared: none }
 }
 
 function consumerGroup(live: Generation): string | undefined {

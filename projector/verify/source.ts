@@ -44,6 +44,8 @@ export interface ProductDatabase {
     organizations: readonly string[] | undefined,
     onPage: (rows: Record<string, unknown>[]) => void | Promise<void>,
   ): Promise<void>
+  /** Which of these organization ids the organizations table holds, in the snapshot. */
+  organizationsIn(ids: readonly string[]): Promise<Set<string>>
   /** Where Debezium's slot stands now (read outside the snapshot's data: slots are live state). */
   slot(name: string): Promise<SlotPosition>
   close(): Promise<void>
@@ -97,7 +99,10 @@ export async function openProductDatabase(
   client.setTypeParser(DATE, 'text', (text: string) => text)
   client.setTypeParser(JSONB, 'text', (text: string) => text)
   client.setTypeParser(JSON_OID, 'text', (text: string) => text)
-  client.setTypeParser(INT8, 'text', (text: string) => Number(text))
+  // As the decoder takes a bigint: a number within 2^53, its decimal text past it.
+  client.setTypeParser(INT8, 'text', (text: string) =>
+    Number.isSafeInteger(Number(text)) ? Number(text) : text,
+  )
   // A lost connection mid-read surfaces as the failing query's error; this keeps it from also
   // being an unhandled 'error' event.
   client.on('error', () => undefined)
@@ -154,6 +159,13 @@ export async function openProductDatabase(
           if (page.rows.length < options.pageRows) return
           after = String((page.rows.at(-1) as { id: string }).id)
         }
+      },
+      async organizationsIn(ids) {
+        const result = await client.query<{ id: string }>(
+          'SELECT id::text AS id FROM public.organizations WHERE id = ANY($1::uuid[])',
+          [ids],
+        )
+        return new Set(result.rows.map((r) => r.id))
       },
       async slot(name) {
         const result = await client.query<{ active: boolean; lsn: string | null }>(

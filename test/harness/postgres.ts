@@ -11,6 +11,7 @@ import {
   readFileSync,
   rmSync,
   symlinkSync,
+  writeFileSync,
 } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join, relative } from 'node:path'
@@ -174,6 +175,10 @@ async function startSystemPostgres(bin: string): Promise<Server> {
     chownSync(tmp.path, Number(ids[1]), Number(ids[2]))
     chownSync(socketDir, Number(ids[1]), Number(ids[2]))
   }
+  // Passwords are checked over TCP, as production checks them (a wrong one must fail, so that
+  // path is tested for real); the local socket, which no test uses, trusts.
+  const passwordFile = join(tmp.path, 'password')
+  writeFileSync(passwordFile, `${PASSWORD}\n`, { mode: 0o644 })
   try {
     run(
       ...asUser(user, join(bin, 'initdb'), [
@@ -181,7 +186,9 @@ async function startSystemPostgres(bin: string): Promise<Server> {
         dataDir,
         '-U',
         USER,
-        '--auth=trust',
+        `--pwfile=${passwordFile}`,
+        '--auth-local=trust',
+        '--auth-host=scram-sha-256',
         '-E',
         'UTF8',
         '--locale=C',

@@ -199,11 +199,21 @@ describe('projector on Kafka', () => {
     await eventually(async () =>
       (await fetch(`${again.adminAddress()!}/readyz`)).status === 200 ? true : undefined,
     )
-    await new Promise((r) => setTimeout(r, 2_000))
-    const afterRestart = await (await fetch(`${again.adminAddress()!}/metrics`)).text()
-    expect(afterRestart).not.toMatch(
-      /replica_projector_events_total\{table="providers",outcome="applied"\}/,
-    )
+    // A marker after the committed position: once it is applied, the restarted consumer has
+    // fetched past everything before it, and every providers event it counted is the marker.
+    await produce([
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(2), ORG_A), lsn: 8 }),
+    ])
+    const afterRestart = await eventually(async () => {
+      const text = await (await fetch(`${again.adminAddress()!}/metrics`)).text()
+      return providerDoc(dataDir, uuid(2)) !== undefined &&
+        text.includes('{table="providers",outcome="applied"}')
+        ? text
+        : undefined
+    })
+    expect(
+      afterRestart.match(/replica_projector_events_total\{table="providers",outcome="\w+"\} \d+/g),
+    ).toEqual(['replica_projector_events_total{table="providers",outcome="applied"} 1'])
     await again.stop()
     expect(providerDoc(dataDir, uuid(1))).toEqual(renamed)
   })

@@ -227,7 +227,12 @@ describe('rebuilds built aside', { timeout: 300_000 }, () => {
 
     // A change arrives for the organization while it is being rebuilt: it must not be lost.
     const running = rebuild(['--org', ORG_A, '--json'])
-    await sleep(1_500)
+    // While its replay runs (its scratch folder exists), before it hands the file over.
+    const before = livePath(ORG_A)
+    const rebuilds = join(dataDir, 'rebuilds')
+    await eventually(() =>
+      existsSync(rebuilds) && readdirSync(rebuilds).length > 0 ? true : undefined,
+    )
     await produce([
       record({
         table: 'providers',
@@ -236,6 +241,8 @@ describe('rebuilds built aside', { timeout: 300_000 }, () => {
         lsn: lsn++,
       }),
     ])
+    // Produced before the swap: the live file was still the one being replaced.
+    expect(livePath(ORG_A)).toBe(before)
     const run = await running
     expect(run.code, run.stderr).toBe(0)
     const report = JSON.parse(run.stdout) as RebuildReport

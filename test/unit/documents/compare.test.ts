@@ -83,6 +83,51 @@ describe('compareDocumentFiles', () => {
     ])
   })
 
+  it('compares the served body, not its stored hash: a body changed under an unchanged hash differs', () => {
+    const live = fileWith(
+      [providerRow(uuid(1), ORG_A), providerRow(uuid(2), ORG_A)],
+      '2026-01-01T00:00:00.000Z',
+    )
+    const rebuilt = fileWith(
+      [providerRow(uuid(1), ORG_A), providerRow(uuid(2), ORG_A)],
+      '2026-01-02T00:00:00.000Z',
+    )
+    const db = new Database(live)
+    db.prepare(
+      `UPDATE doc_providers SET sensitive_body = replace(sensitive_body, '"id"', '"Id"') WHERE id = ?`,
+    ).run(uuid(1))
+    db.prepare(`UPDATE doc_providers SET body = replace(body, '"id"', '"Id"') WHERE id = ?`).run(
+      uuid(2),
+    )
+    db.close()
+    expect(byResource(compareDocumentFiles(rebuilt, live)).providers).toMatchObject({
+      equal: 0,
+      changed: { count: 2, ids: [uuid(1), uuid(2)] },
+    })
+  })
+
+  it("finds a served stamp that is not its row's, and a filter column that lies", () => {
+    const rows = [
+      providerRow(uuid(1), ORG_A),
+      providerRow(uuid(2), ORG_A),
+      identifierRow(uuid(9), uuid(1), ORG_A),
+    ]
+    const live = fileWith(rows, '2026-01-01T00:00:00.000Z')
+    const rebuilt = fileWith(rows, '2026-01-01T00:00:00.000Z')
+    expect(hasDifferences(compareDocumentFiles(rebuilt, live))).toBe(false)
+    const db = new Database(live)
+    // Same length, other instant: a poller's cursor would disagree with what it was sent.
+    db.prepare(
+      `UPDATE doc_providers SET body = replace(body, '2026-01-01T', '2026-01-09T') WHERE id = ?`,
+    ).run(uuid(1))
+    db.prepare(`UPDATE doc_providers SET is_active = 1 - is_active WHERE id = ?`).run(uuid(2))
+    db.prepare(`UPDATE doc_expirables SET expires_on = '1999-01-01'`).run()
+    db.close()
+    const diffs = byResource(compareDocumentFiles(rebuilt, live))
+    expect(diffs.providers!.changed.ids).toEqual([uuid(1), uuid(2)])
+    expect(diffs.expirables!.changed.count).toBe(1)
+  })
+
   it('finds nothing between a file and itself, and everything appears against no file', () => {
     const file = fileWith([providerRow(uuid(1), ORG_A)], '2026-01-01T00:00:00.000Z')
     expect(hasDifferences(compareDocumentFiles(file, file))).toBe(false)

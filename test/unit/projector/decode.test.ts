@@ -50,6 +50,43 @@ describe('decodeRecord', () => {
     expect(JSON.stringify(c)).not.toContain('s3://bucket')
   })
 
+  it('keeps every digit of a bigint past 2^53, as Debezium writes it in bytes, both encodings', () => {
+    const after = (size: string) => ({
+      id: uuid(7),
+      organization_id: ORG_A,
+      provider_id: uuid(1),
+      provider_group_id: null,
+      type: 'license',
+      // A key-like text inside a string is a string, not a key.
+      file_name: `"size_bytes":12345678901234567890.pdf`,
+      content_type: 'application/pdf',
+      size_bytes: `@${size}@`,
+      expires_on: null,
+      uploaded_at: '2026-11-21T10:00:00.123456Z',
+      created_at: '2026-11-21T10:00:00.123456Z',
+      updated_at: '2026-11-21T10:00:00.123456Z',
+    })
+    const decode = (size: string, wrapped: boolean) => {
+      const r = record({ table: 'documents', op: 'c', after: after(size), wrapped })
+      // The number as Debezium writes it: digits, unquoted (JSON.stringify cannot make them).
+      const text = JSON.stringify(r.value).replace(`"@${size}@"`, size)
+      return decodeRecord({ ...r, value: Buffer.from(text) }, 'product')
+    }
+    for (const wrapped of [true, false]) {
+      for (const size of ['9007199254740993', '9223372036854775807', '-9007199254740993']) {
+        const c = change(decode(size, wrapped))
+        if (c.kind !== 'upsert' || c.table !== 'documents') throw new Error('unreachable')
+        expect(c.row.size_bytes).toBe(size)
+        expect(c.row.file_name).toBe('"size_bytes":12345678901234567890.pdf')
+      }
+      const small = change(decode('9007199254740991', wrapped))
+      if (small.kind !== 'upsert' || small.table !== 'documents') throw new Error('unreachable')
+      expect(small.row.size_bytes).toBe(9_007_199_254_740_991)
+      // Past int64, as PostgreSQL's bigint refuses it too.
+      expect(decode('9223372036854775808', wrapped).kind).toBe('bad')
+    }
+  })
+
   it('accepts the bare envelope (schemas disabled) the same way', () => {
     const wrapped = decodeRecord(
       record({ table: 'providers', op: 'u', after: providerRow(uuid(1), ORG_A) }),

@@ -1,11 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import type { ResourceDiff } from '../../../projector/documents/index.ts'
-import {
-  exitCode,
-  reportTable,
-  toVerdict,
-  type VerifyReport,
-} from '../../../projector/verify/report.ts'
+import { exitCode, reportTable, type VerifyReport } from '../../../projector/verify/report.ts'
 
 const ORG = '0a000000-0000-4000-8000-00000000000a'
 const OTHER = '0b000000-0000-4000-8000-00000000000b'
@@ -16,7 +10,7 @@ function report(overrides: Partial<VerifyReport> = {}): VerifyReport {
     drift: false,
     unsettled: [],
     rowsRead: 120,
-    rowsRefused: 0,
+    refused: [],
     passes: 1,
     seconds: 1.5,
     lag: {
@@ -39,23 +33,6 @@ function report(overrides: Partial<VerifyReport> = {}): VerifyReport {
 }
 
 describe('verify report', () => {
-  it('maps the comparison of (PostgreSQL, replica) to differing, missing and extra', () => {
-    const diff: ResourceDiff = {
-      resource: 'providers',
-      equal: 4,
-      changed: { count: 1, ids: ['c'] },
-      appeared: { count: 1, ids: ['only-in-postgres'] },
-      disappeared: { count: 1, ids: ['only-in-replica'] },
-    }
-    expect(toVerdict(diff)).toEqual({
-      resource: 'providers',
-      equal: 4,
-      differing: { count: 1, ids: ['c'] },
-      missing: { count: 1, ids: ['only-in-postgres'] },
-      extra: { count: 1, ids: ['only-in-replica'] },
-    })
-  })
-
   it('a table: one row per equal organization, every resource of a drifted one, then the ids', () => {
     const drifted = report({
       drift: true,
@@ -70,16 +47,38 @@ describe('verify report', () => {
               differing: { count: 22, ids: ['p1', 'p2'] },
               missing: none,
               extra: none,
+              changing: none,
             },
-            { resource: 'documents', equal: 2, differing: none, missing: none, extra: none },
+            {
+              resource: 'documents',
+              equal: 2,
+              differing: none,
+              missing: none,
+              extra: none,
+              changing: none,
+            },
           ],
         },
         {
           organizationId: OTHER,
           status: 'equal',
           resources: [
-            { resource: 'providers', equal: 7, differing: none, missing: none, extra: none },
-            { resource: 'documents', equal: 1, differing: none, missing: none, extra: none },
+            {
+              resource: 'providers',
+              equal: 7,
+              differing: none,
+              missing: none,
+              extra: none,
+              changing: none,
+            },
+            {
+              resource: 'documents',
+              equal: 1,
+              differing: none,
+              missing: none,
+              extra: none,
+              changing: none,
+            },
           ],
         },
       ],
@@ -89,7 +88,7 @@ describe('verify report', () => {
     expect(text).toMatch(new RegExp(`^${OTHER} +\\(all\\) +8 +0 +0 +0$`, 'm'))
     expect(text).toMatch(/^control\.db +\(all\) +5 +0 +0 +0$/m)
     expect(text).toContain(`${ORG} providers differing: p1 p2 (+20 more)`)
-    expect(text).toContain('Drift: 1 of 2 organizations differ from PostgreSQL')
+    expect(text).toContain('Drift: 1 of 2 organizations differs from PostgreSQL')
     expect(text).toContain('The replica was 3 change events behind')
     expect(exitCode(drifted)).toBe(1)
   })
@@ -102,7 +101,14 @@ describe('verify report', () => {
           organizationId: ORG,
           status: 'equal',
           resources: [
-            { resource: 'providers', equal: 7, differing: none, missing: none, extra: none },
+            {
+              resource: 'providers',
+              equal: 7,
+              differing: none,
+              missing: none,
+              extra: none,
+              changing: none,
+            },
           ],
         },
       ],
@@ -127,20 +133,70 @@ describe('verify report', () => {
     expect(text).toContain(
       'Drift: control.db differs from PostgreSQL; the documents of 1 organization do not',
     )
-    expect(text).toContain('npm run projector -- --rebuild')
+    expect(text).toContain("--repair replaces control.db's organizations and API keys")
+    const repaired = reportTable({
+      ...revoked,
+      repair: { rebuilt: [], control: true, after: report() },
+    })
+    expect(repaired).toContain(
+      "Repair: replaced control.db's organizations and API keys with their topics' rows; checked again:",
+    )
     expect(exitCode(revoked)).toBe(1)
     const unsettled = report({ control: { ...revoked.control, status: 'unsettled' } })
     expect(reportTable(unsettled)).toContain('control.db: changed after every snapshot taken')
     expect(exitCode(unsettled)).toBe(1)
   })
 
+  it('lists each row PostgreSQL holds that the replica refuses, and exits 1 for it', () => {
+    const refused = report({
+      refused: [
+        { organizationId: ORG, table: 'documents', id: 'd1', reason: 'size_bytes: too big' },
+      ],
+    })
+    const text = reportTable(refused)
+    expect(text).toContain(`${ORG} documents refused by the replica: d1 (size_bytes: too big)`)
+    expect(text).toContain('1 row PostgreSQL holds refused by the replica')
+    expect(exitCode(refused)).toBe(1)
+    expect(exitCode(report())).toBe(0)
+  })
+
+  it('counts one organization in the singular', () => {
+    const one = {
+      organizationId: ORG,
+      status: 'equal' as const,
+      resources: [
+        {
+          resource: 'providers' as const,
+          equal: 7,
+          differing: none,
+          missing: none,
+          extra: none,
+          changing: none,
+        },
+      ],
+    }
+    expect(reportTable(report({ organizations: [one] }))).toContain(
+      'Checked 1 organization: no drift',
+    )
+    expect(
+      reportTable(report({ organizations: [one, { ...one, organizationId: OTHER }] })),
+    ).toContain('Checked 2 organizations: no drift')
+  })
+
   it('exit codes: 0 without drift, 1 with drift left after a repair or an unsettled organization', () => {
     const clean = report()
     expect(exitCode(clean)).toBe(0)
     expect(exitCode(report({ unsettled: [ORG] }))).toBe(1)
-    expect(exitCode(report({ drift: true, repair: { rebuilt: [ORG], after: clean } }))).toBe(0)
     expect(
-      exitCode(report({ drift: true, repair: { rebuilt: [ORG], after: report({ drift: true }) } })),
+      exitCode(report({ drift: true, repair: { rebuilt: [ORG], control: false, after: clean } })),
+    ).toBe(0)
+    expect(
+      exitCode(
+        report({
+          drift: true,
+          repair: { rebuilt: [ORG], control: false, after: report({ drift: true }) },
+        }),
+      ),
     ).toBe(1)
   })
 })
