@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest'
-import { cacheShares, MIN_CACHE_KIB, MIN_ORGANIZATION_CACHE_KIB } from '../../../projector/cache-budget.ts'
+import {
+  cacheShares,
+  MIN_CACHE_KIB,
+  MIN_ORGANIZATION_CACHE_KIB,
+} from '../../../projector/cache-budget.ts'
 
 const MB = 1024 * 1024
 
