@@ -520,6 +520,37 @@ async function measureChanges(
   return { burst, steady: Math.round(sent / steadySeconds), p99Ms }
 }
 
+/**
+ * Waits for the projector's /readyz, failing when its consumer group has had no member for a
+ * minute: a consumer that crashed and did not come back leaves the process waiting forever.
+ */
+async function waitServing(live: ProjectorProcess, admin: Admin, what: string): Promise<void> {
+  let checked = 0
+  let memberlessSince: number | undefined
+  await waitUntil(
+    what,
+    async () => {
+      if (await readyz(live.adminUrl)) return true
+      if (Date.now() - checked < 5000) return false
+      checked = Date.now()
+      const [group] = (await admin.describeGroups([live.groupId])).groups
+      if (group !== undefined && group.members.length > 0) {
+        memberlessSince = undefined
+        return false
+      }
+      memberlessSince ??= checked
+      if (checked - memberlessSince > 60_000) {
+        throw new Error(
+          `${what}: its consumer group ${live.groupId} has had no member for 60 s ` +
+            `(${group?.state ?? 'unknown'}); see ${live.proc.logFile} (REPLICA_KEEP_TMP=1 keeps it)`,
+        )
+      }
+      return false
+    },
+    60 * 60_000,
+  )
+}
+
 async function measureDataset(
   which: Which,
   broker: StartedKafka | undefined,
@@ -596,7 +627,7 @@ async function measureDataset(
       env: { TOPIC_PREFIX: prefix, ...passEnv },
     })
     started.push(live)
-    await waitUntil('the live projector ready', () => readyz(live.adminUrl), 60 * 60_000)
+    await waitServing(live, admin, 'the live projector ready')
     const loadSeconds = seconds(t0)
     figures.kafkaLoadEventsPerSecond = Math.round(dataset.events / loadSeconds)
     log(
