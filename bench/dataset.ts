@@ -11,6 +11,14 @@ import {
 } from '../scripts/dataset/generate.ts'
 import { cacheDir } from '../test/harness/paths.ts'
 
+/** A dataset file: its path, events, bytes, and its organizations with their raw API keys. */
+export interface BenchDatasetFile {
+  path: string
+  events: number
+  bytes: number
+  organizations: DatasetSummary['organizations']
+}
+
 /** `schemas`: keys and values wrapped as `{schema, payload}`; `schemaless`: payloads alone. */
 export type BenchEncoding = 'schemas' | 'schemaless'
 
@@ -22,14 +30,35 @@ export async function benchDataset(
   targetEvents: number,
   log: (line: string) => void,
   encoding: BenchEncoding = 'schemas',
-): Promise<{
-  path: string
-  events: number
-  bytes: number
-  organizations: DatasetSummary['organizations']
-}> {
+): Promise<BenchDatasetFile> {
   // datasetSizeFor aims at the target on average; 2% more makes it a floor, checked below.
-  const size = datasetSizeFor(Math.ceil(targetEvents * 1.02))
+  const dataset = await generatedDataset(
+    datasetSizeFor(Math.ceil(targetEvents * 1.02)),
+    log,
+    encoding,
+  )
+  if (dataset.events < targetEvents) {
+    throw new Error(`the dataset has ${dataset.events} events, fewer than ${targetEvents}`)
+  }
+  return dataset
+}
+
+/** The shape of a generated dataset: how many organizations, of how many providers. */
+export interface DatasetSize {
+  organizations: number
+  providersPerOrganization: number
+  updateRounds: number
+}
+
+/**
+ * The dataset of exactly this size (seed 7), generated once and cached in <cache>/bench: its
+ * path, its number of events and bytes, and its organizations with their raw API keys.
+ */
+export async function generatedDataset(
+  size: DatasetSize,
+  log: (line: string) => void,
+  encoding: BenchEncoding = 'schemas',
+): Promise<BenchDatasetFile> {
   const dir = join(cacheDir(), 'bench')
   mkdirSync(dir, { recursive: true })
   const suffix = encoding === 'schemas' ? '' : '-schemaless'
@@ -51,8 +80,5 @@ export async function benchDataset(
     log(`  ${summary.events} events in ${((Date.now() - t0) / 1000).toFixed(1)} s`)
   }
   const events = Number(readFileSync(meta, 'utf8'))
-  if (events < targetEvents) {
-    throw new Error(`the dataset has ${events} events, fewer than ${targetEvents}`)
-  }
   return { path, events, bytes: statSync(path).size, organizations }
 }

@@ -19,21 +19,19 @@
 // Ends with one line of JSON: {"events", "eventsPerSecond" (with schemas),
 // "eventsPerSecondSchemaless", "kafkaOnlyEventsPerSecond", "projectorKafkaEventsPerSecond",
 // "peakRssMb" (the larger of the two file runs), "lanes"}.
-import { spawn } from 'node:child_process'
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createInterface } from 'node:readline'
 import { parseArgs } from 'node:util'
 import type { Admin, Kafka } from 'kafkajs'
 import pino from 'pino'
 import { createProjector } from '../projector/projector.ts'
 import { changeTopics } from '../projector/sources/kafka.ts'
-import { isolatedChildEnv, loadProjectorConfig } from '../src/config.ts'
+import { loadProjectorConfig } from '../src/config.ts'
 import { kafkaClient, startKafka } from '../test/harness/kafka.ts'
-import { repoRoot } from '../test/harness/paths.ts'
 import { type BenchEncoding, benchDataset } from './dataset.ts'
 import { produceFile } from './produce.ts'
+import { endOffsets, projectFile, waitCommitted } from './projector-run.ts'
 
 const { values } = parseArgs({
   options: {
@@ -65,78 +63,6 @@ const lanesEnv: Record<string, string> =
 
 function log(line: string): void {
   process.stderr.write(`${line}\n`)
-}
-
-/**
- * The node flags of `npm run projector` (package.json), so that the file runs measure the
- * projector as it is started, V8's young generation included.
- */
-const projectorNodeFlags = (() => {
-  const manifest = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
-    scripts: Record<string, string>
-  }
-  const words = manifest.scripts.projector!.split(/\s+/)
-  if (words[0] !== 'node') throw new Error('npm run projector no longer starts with node')
-  return words.slice(1, words.indexOf('projector/main.ts'))
-})()
-
-/** The projector command on the file, in a child process; its last log line is the summary. */
-function projectFile(
-  path: string,
-  dataDir: string,
-): Promise<{ records: number; seconds: number; peakRssMb: number; lanes?: number }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [...projectorNodeFlags, 'projector/main.ts', '--from-file', path],
-      {
-        cwd: repoRoot,
-        env: isolatedChildEnv(process.env, { DATA_DIR: dataDir, LOG_LEVEL: 'info', ...lanesEnv }),
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    )
-    let last = ''
-    createInterface({ input: child.stdout }).on('line', (line) => (last = line))
-    child.on('error', reject)
-    child.on('close', (code) => {
-      if (code !== 0) return reject(new Error(`projector exited ${code}`))
-      const summary = JSON.parse(last) as {
-        records: number
-        seconds: number
-        peakRssMb: number
-        lanes?: number
-      }
-      resolve(summary)
-    })
-  })
-}
-
-async function endOffsets(admin: Admin, topics: string[]): Promise<Map<string, bigint>> {
-  const ends = new Map<string, bigint>()
-  for (const topic of topics) {
-    for (const p of await admin.fetchTopicOffsets(topic))
-      ends.set(`${topic}:${p.partition}`, BigInt(p.high))
-  }
-  return ends
-}
-
-async function waitCommitted(
-  admin: Admin,
-  groupId: string,
-  topics: string[],
-  ends: Map<string, bigint>,
-): Promise<void> {
-  for (;;) {
-    const committed = await admin.fetchOffsets({ groupId, topics })
-    const done = committed.every((t) =>
-      t.partitions.every((p) => {
-        const end = ends.get(`${t.topic}:${p.partition}`) ?? 0n
-        return end === 0n || (p.offset !== '-1' && BigInt(p.offset) >= end)
-      }),
-    )
-    if (done) return
-    await new Promise((r) => setTimeout(r, 100))
-  }
 }
 
 async function waitReady(adminUrl: string | undefined): Promise<void> {
@@ -248,7 +174,7 @@ async function main(): Promise<void> {
         log(
           `file source, ${encoding} (${(dataset.bytes / dataset.events / 1024).toFixed(1)} KB an event): projecting ${dataset.events} events...`,
         )
-        const summary = await projectFile(dataset.path, join(dataDir, `file-${encoding}`))
+        const summary = await projectFile(dataset.path, join(dataDir, `file-${encoding}`), lanesEnv)
         file[encoding] = summary
         lanes = summary.lanes ?? lanes
         log(

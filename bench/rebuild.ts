@@ -38,6 +38,7 @@ import {
 } from '../test/support/e2e.ts'
 import { benchDataset } from './dataset.ts'
 import { produceFile } from './produce.ts'
+import { metricSum, percentile, readyz, waitUntil } from './wait.ts'
 
 function parseOptions() {
   try {
@@ -158,11 +159,6 @@ class Poller {
   }
 }
 
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
-}
-
 function latencies(pollers: readonly Poller[], of: Phase): number[] {
   return pollers
     .flatMap((p) => p.samples.filter((s) => s.phase === of).map((s) => s.ms))
@@ -256,17 +252,6 @@ function readLog(path: string): LogLine[] {
   return lines
 }
 
-/** A metric's value summed over its labels, from Prometheus text. */
-function metricSum(text: string, name: string): number {
-  let sum = 0
-  for (const line of text.split('\n')) {
-    if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) {
-      sum += Number(line.slice(line.lastIndexOf(' ') + 1))
-    }
-  }
-  return sum
-}
-
 /** The rebuild's stages, in seconds, from its log and metrics. */
 function rebuildStages(
   logFile: string,
@@ -308,22 +293,6 @@ function rebuildStages(
 }
 
 // ---- The run ---------------------------------------------------------------------------------
-
-async function waitUntil(what: string, probe: () => Promise<boolean> | boolean, ms: number) {
-  const deadline = Date.now() + ms
-  while (!(await probe())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms / 1000} s`)
-    await sleep(20)
-  }
-}
-
-async function readyz(url: string): Promise<boolean> {
-  try {
-    return (await fetch(`${url}/readyz`)).status === 200
-  } catch {
-    return false
-  }
-}
 
 async function main(): Promise<void> {
   const dataset = await benchDataset(targetEvents, log)

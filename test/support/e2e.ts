@@ -158,7 +158,12 @@ export async function startProjector(options: ProjectorOptions): Promise<Project
   }
 }
 
-export async function startApi(options: { dataDir: string; logDir: string }): Promise<ApiProcess> {
+export async function startApi(options: {
+  dataDir: string
+  logDir: string
+  /** More environment (OPEN_FILES_MAX, PAGE_CACHE_MB, ...). */
+  env?: Record<string, string>
+}): Promise<ApiProcess> {
   const port = await freePort()
   const { proc, adminUrl } = await startEntry(
     'api',
@@ -173,6 +178,7 @@ export async function startApi(options: { dataDir: string; logDir: string }): Pr
       RATE_LIMIT_PER_ORGANIZATION: '1000000',
       // info logs every request; at 20 polls a second that buries the lines that matter.
       LOG_LEVEL: 'warn',
+      ...options.env,
     },
     options.logDir,
   )
