@@ -92,7 +92,8 @@ async function main(): Promise<number> {
   const projector = createProjector({
     config,
     logger,
-    // A lane failed (logged by lanes.ts): stop cleanly, then exit 1 for the supervisor to see.
+    // A lane failed (logged by lanes.ts), or the Kafka consumer stopped for good (sources/kafka.ts):
+    // stop cleanly, then exit 1 for the supervisor to see and restart.
     onFatal: () => {
       void projector.stop().finally(() => process.exit(1))
     },

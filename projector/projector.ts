@@ -24,7 +24,7 @@ import { openPriorGeneration, type PriorGeneration } from './rebuild/prior-stamp
 import { takeControlRepair } from './rebuild/control-repair.ts'
 import { claimHandovers, completeHandover, type HandoverRequest } from './rebuild/handover.ts'
 import { readLineBatches } from './sources/file.ts'
-import { createKafkaSource, type KafkaSource } from './sources/kafka.ts'
+import { ConsumerFailure, createKafkaSource, type KafkaSource } from './sources/kafka.ts'
 
 export interface ProjectorDeps {
   config: ProjectorConfig
@@ -299,7 +299,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
         },
         progress: options.progress,
         onFatal: (error) => {
-          if (!(error instanceof LaneFailure)) return false
+          if (!(error instanceof LaneFailure || error instanceof ConsumerFailure)) return false
           deps.onFatal?.(error)
           return true
         },

@@ -33,8 +33,9 @@ export interface KafkaSourceOptions {
   applier: BatchApplier
   logger: Logger
   /**
-   * An error of the applier that must stop the projector (a lane failed: lanes.ts): true when it
-   * is one. The source then stops consuming, committing nothing past what was applied.
+   * An error that must stop the projector (a lane failed: lanes.ts; the consumer stopped for good:
+   * ConsumerFailure): true when it is one. The source then stops consuming, committing nothing
+   * past what was applied.
    */
   onFatal?: (error: Error) => boolean
   onBatch: (outcome: BatchOutcome, seconds: number) => void
@@ -57,6 +58,11 @@ export interface KafkaSourceOptions {
    * connection: every event there is for a fresh consumer group (a rebuild).
    */
   progress?: Progress | undefined
+}
+
+/** The Kafka consumer stopped and kafkajs will not restart it: the projector must stop. */
+export class ConsumerFailure extends Error {
+  override name = 'ConsumerFailure'
 }
 
 /** What the source needs of an applier: the single-threaded one (apply.ts) or the lanes. */
@@ -225,14 +231,25 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       groupId: options.groupId,
       maxBytesPerPartition: 8 * 1024 * 1024,
       maxBytes: 32 * 1024 * 1024,
-      // kafkajs restarts the consumer itself after any crash; this process never gives up on
-      // its source (a lost broker is waited for, logged, and resumed from the committed offsets).
+      // kafkajs restarts the consumer itself after a crash on a retriable error (a lost broker is
+      // waited for, logged, and resumed from the committed offsets); after any other it stops it
+      // for good, which stops the projector (below).
       retry: {
         initialRetryTime: 500,
         maxRetryTime: 30_000,
         retries: 10,
         restartOnFailure: () => Promise.resolve(true),
       },
+    })
+    // A consumer kafkajs will not restart (a non-retriable error, such as commits refused after a
+    // batch outlasted the group's session) would leave the process up and consuming nothing, its
+    // lag growing and /readyz never ready: it stops the projector instead (exit 1), and the
+    // restart resumes from the committed offsets.
+    consumer.on(consumer.events.CRASH, ({ payload }) => {
+      if (payload.restart || stopping) return
+      const failure = new ConsumerFailure(payload.error.message)
+      logger.error({ err: payload.error }, 'the Kafka consumer stopped for good')
+      options.onFatal?.(failure)
     })
     await consumer.connect()
     await consumer.subscribe({ topics, fromBeginning: true })
