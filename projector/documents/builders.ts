@@ -5,6 +5,7 @@
 // insertion order, and that order is the order of every response. Child rows arrive already
 // sorted by the queries (queries.ts), so equal mirror content always yields identical text.
 import type {
+  documents,
   enrollments,
   groupEnrollments,
   groupIdentifiers,
@@ -23,14 +24,16 @@ import type {
   ProviderGroup,
   SensitiveProvider,
 } from '../../schema/resources.ts'
-import type { MirrorRowOf } from './changes.ts'
 import { joinJsonObjects, parseStringArray } from './json.ts'
 
 type ProviderRow = typeof providers.$inferSelect
 type ProviderGroupRow = typeof providerGroups.$inferSelect
 type EnrollmentRow = typeof enrollments.$inferSelect
 type GroupEnrollmentRow = typeof groupEnrollments.$inferSelect
-type DocumentRow = MirrorRowOf<'documents'>
+/** size_bytes is a bigint: its decimal text where a double would round it (queries.ts). */
+export type DocumentRow = Omit<typeof documents.$inferSelect, 'sizeBytes'> & {
+  sizeBytes: number | string
+}
 
 /** A response without `updatedAt`: what is hashed. */
 export type Content<T> = Omit<T, 'updatedAt'>

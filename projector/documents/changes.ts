@@ -2,7 +2,7 @@
 // changes touch which documents"). Pure: the few fan-outs that need the mirror (a renamed group's
 // members, ...) go through `RelatedDocuments`, asked once per distinct row.
 import type * as mirror from '../../schema/organization-db.ts'
-import { providerName, expirableId } from './builders.ts'
+import { providerName, expirableId, type DocumentRow } from './builders.ts'
 
 /** Mirror rows as drizzle selects them: camelCase keys, booleans, JSON text for text[]/jsonb. */
 export interface MirrorRows {
@@ -18,10 +18,7 @@ export interface MirrorRows {
   enrollment_location_participations: typeof mirror.enrollmentLocationParticipations.$inferSelect
   group_enrollments: typeof mirror.groupEnrollments.$inferSelect
   group_enrollment_lines_of_business: typeof mirror.groupEnrollmentLinesOfBusiness.$inferSelect
-  /** size_bytes is a bigint: its decimal text where a double would round it (queries.ts). */
-  documents: Omit<typeof mirror.documents.$inferSelect, 'sizeBytes'> & {
-    sizeBytes: number | string
-  }
+  documents: DocumentRow
 }
 
 export type MirrorTable = keyof MirrorRows
