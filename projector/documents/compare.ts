@@ -128,13 +128,29 @@ export function hasDifferences(diffs: readonly ResourceDiff[]): boolean {
   return diffs.some((d) => d.changed.count + d.appeared.count + d.disappeared.count > 0)
 }
 
+/**
+ * SQL that joins a table's rows of both sides by id (`both`: `e` expected, `a` actual), and the
+ * condition under which a pair serves differently (`differs`).
+ */
+function servedDifference(
+  { bodies, columns }: { bodies: readonly ServedBody[]; columns: readonly string[] },
+  expected: string,
+  actual: string,
+): { differs: string; both: string } {
+  const differs = [
+    ...bodies.map((b) => `${servedContent('e', b)} IS NOT ${servedContent('a', b)}`),
+    ...columns.map((c) => `e.${c} IS NOT a.${c}`),
+  ].join(' OR ')
+  return { differs, both: `${expected} e JOIN ${actual} a ON a.id = e.id` }
+}
+
 function compareResource(
   db: Database.Database,
   resource: ComparedResource,
   actualPath: string | undefined,
   limit: number,
 ): ResourceDiff {
-  const { table, bodies, columns } = documentTables[resource]
+  const { table } = documentTables[resource]
   const expected = `main.${table}`
   if (actualPath === undefined) {
     return {
@@ -146,11 +162,7 @@ function compareResource(
     }
   }
   const actual = `actual.${table}`
-  const differs = [
-    ...bodies.map((b) => `${servedContent('e', b)} IS NOT ${servedContent('a', b)}`),
-    ...columns.map((c) => `e.${c} IS NOT a.${c}`),
-  ].join(' OR ')
-  const both = `${expected} e JOIN ${actual} a ON a.id = e.id`
+  const { differs, both } = servedDifference(documentTables[resource], expected, actual)
   return {
     resource,
     equal: db
@@ -250,7 +262,7 @@ function resourceDifferences(
   resource: ComparedResource,
   schemas: { expected: string | undefined; actual: string | undefined },
 ): ResourceDifferences {
-  const { table, bodies, columns } = documentTables[resource]
+  const { table, bodies } = documentTables[resource]
   const stamp = bodies
     .map((b) => `a.${b.stamp ?? 'updated_at'}`)
     .reduce((later, next) => `max(${later}, ${next})`)
@@ -270,11 +282,7 @@ function resourceDifferences(
     }
   }
   const expected = `${schemas.expected}.${table}`
-  const differs = [
-    ...bodies.map((b) => `${servedContent('e', b)} IS NOT ${servedContent('a', b)}`),
-    ...columns.map((c) => `e.${c} IS NOT a.${c}`),
-  ].join(' OR ')
-  const both = `${expected} e JOIN ${actual} a ON a.id = e.id`
+  const { differs, both } = servedDifference(documentTables[resource], expected, actual)
   return {
     resource,
     equal: db
