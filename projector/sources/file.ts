@@ -10,6 +10,7 @@
 // what words every error); both give the same record for the same line.
 import { open } from 'node:fs/promises'
 import type { SourceRecord } from '../decode.ts'
+import { keepLongIntegers } from '../../schema/events.ts'
 import { isWhitespace, WrapperPrefixes } from '../wrapped-json.ts'
 
 export class FileSourceError extends Error {
@@ -20,7 +21,9 @@ export class FileSourceError extends Error {
 export function parseRecordLine(line: string, lineNumber: number): SourceRecord {
   let parsed: unknown
   try {
-    parsed = JSON.parse(line)
+    // Long bigints as text before parsing, as for a Kafka value (decode.ts): a file's line is
+    // parsed whole, so a size_bytes past 2^53 would be rounded here.
+    parsed = JSON.parse(keepLongIntegers(line))
   } catch {
     throw new FileSourceError(`line ${lineNumber}: not valid JSON`)
   }
@@ -486,7 +489,7 @@ function fieldBit(field: Field): number {
 
 function parseOrUndefined(buf: Buffer, start: number, end: number): { value: unknown } | undefined {
   try {
-    return { value: JSON.parse(buf.toString('utf8', start, end)) as unknown }
+    return { value: JSON.parse(keepLongIntegers(buf.toString('utf8', start, end))) as unknown }
   } catch {
     return undefined
   }

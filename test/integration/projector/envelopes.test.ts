@@ -276,8 +276,9 @@ describe('Debezium with and without schemas', () => {
     ]
     expectSameDocuments(wrapped, fromFile.dataDir)
     expectSameDocuments(wrapped, fromSchemalessFile.dataDir)
-    // The same bad events too: the fixture's size_bytes beyond 2^53, whichever the encoding.
-    expect(fromFile.letters).toEqual(['.public.documents@0: schema_mismatch'])
-    expect(fromSchemalessFile.letters).toEqual(fromFile.letters)
+    // The fixture's size_bytes beyond 2^53 is a valid bigint, read exactly whichever the
+    // encoding (it was dead-lettered before): nothing is.
+    expect(fromFile.letters).toEqual([])
+    expect(fromSchemalessFile.letters).toEqual([])
   })
 })
