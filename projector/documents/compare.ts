@@ -129,19 +129,25 @@ export function hasDifferences(diffs: readonly ResourceDiff[]): boolean {
 }
 
 /**
- * SQL that joins a table's rows of both sides by id (`both`: `e` expected, `a` actual), and the
- * condition under which a pair serves differently (`differs`).
+ * SQL that joins a table's rows of both sides by id (`both`: `e` expected, `a` actual), the
+ * condition under which a pair serves differently (`differs`), and how many pairs serve alike.
  */
 function servedDifference(
+  db: Database.Database,
   { bodies, columns }: { bodies: readonly ServedBody[]; columns: readonly string[] },
   expected: string,
   actual: string,
-): { differs: string; both: string } {
+): { differs: string; both: string; equal: number } {
   const differs = [
     ...bodies.map((b) => `${servedContent('e', b)} IS NOT ${servedContent('a', b)}`),
     ...columns.map((c) => `e.${c} IS NOT a.${c}`),
   ].join(' OR ')
-  return { differs, both: `${expected} e JOIN ${actual} a ON a.id = e.id` }
+  const both = `${expected} e JOIN ${actual} a ON a.id = e.id`
+  const equal = db
+    .prepare(`SELECT count(*) FROM ${both} WHERE NOT (${differs})`)
+    .pluck()
+    .get() as number
+  return { differs, both, equal }
 }
 
 function compareResource(
@@ -162,13 +168,10 @@ function compareResource(
     }
   }
   const actual = `actual.${table}`
-  const { differs, both } = servedDifference(documentTables[resource], expected, actual)
+  const { differs, both, equal } = servedDifference(db, documentTables[resource], expected, actual)
   return {
     resource,
-    equal: db
-      .prepare(`SELECT count(*) FROM ${both} WHERE NOT (${differs})`)
-      .pluck()
-      .get() as number,
+    equal,
     changed: sample(db, `SELECT e.id FROM ${both} WHERE ${differs}`, limit),
     appeared: sample(
       db,
@@ -282,13 +285,10 @@ function resourceDifferences(
     }
   }
   const expected = `${schemas.expected}.${table}`
-  const { differs, both } = servedDifference(documentTables[resource], expected, actual)
+  const { differs, both, equal } = servedDifference(db, documentTables[resource], expected, actual)
   return {
     resource,
-    equal: db
-      .prepare(`SELECT count(*) FROM ${both} WHERE NOT (${differs})`)
-      .pluck()
-      .get() as number,
+    equal,
     differing: stamped(
       `SELECT e.id AS id, ${stamp} AS stamp FROM ${both} WHERE ${differs} ORDER BY e.id`,
     ),
