@@ -367,6 +367,9 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       partition: batch.partition,
       offset: (BigInt(last) + 1n).toString(),
     })
+    // Counted before its offsets are committed: a lag check that sees them committed ends the
+    // progress, which must have counted them by then.
+    if (!caughtUp) options.progress?.add(batch.messages.length)
     // An initial load holds its files' transactions over several batches (apply.ts): their
     // offsets wait for the commit. A partition at its end, a stop, or a few seconds commit
     // now: the lag (and with it readiness) is measured from committed offsets.
@@ -379,7 +382,6 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       await commitApplied()
     }
     await payload.heartbeat()
-    if (!caughtUp) options.progress?.add(batch.messages.length)
     options.onBatch(outcome, Number(process.hrtime.bigint() - started) / 1e9)
     // This partition is at its end: the replica may have caught up now, not at the next tick
     // (readiness, and the initial load's document build, wait on that check).
