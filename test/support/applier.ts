@@ -25,6 +25,7 @@ export function testApplier(
     | 'documentBuildWorkers'
     | 'loadCommitEvents'
     | 'loadEventsPerHeldFile'
+    | 'maxOpenFiles'
   > & { logger?: ApplierOptions['logger'] },
   dataDir?: string,
   made?: (dir: string) => void,

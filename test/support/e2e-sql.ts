@@ -588,3 +588,60 @@ export async function writeBulk(
   }
   return expected
 }
+
+/** Providers spread over many organizations, as a platform of many small customers has them. */
+export interface SpreadProvider {
+  id: string
+  organizationId: string
+}
+
+/**
+ * `count` organizations (no API key: nothing reads them through HTTP) with `providersEach`
+ * providers each, in one statement per table: hundreds of rows without hundreds of round trips.
+ */
+export async function insertSmallOrganizations(
+  sql: Sql,
+  count: number,
+  providersEach: number,
+): Promise<SpreadProvider[]> {
+  const organizations = Array.from({ length: count }, () => randomUUID())
+  await sql.query(
+    `insert into organizations (id, name, api_enabled, billing_status, created_at)
+     select id, 'Small ' || n, true, 'active', $2 from unnest($1::uuid[]) with ordinality as t(id, n)`,
+    [organizations, CREATED_AT],
+  )
+  // Round by round, so that providers next to each other belong to different organizations.
+  const providers = Array.from({ length: providersEach }).flatMap(() =>
+    organizations.map((organizationId) => ({ id: randomUUID(), organizationId })),
+  )
+  await sql.query(
+    `insert into providers (id, organization_id, npi, first_name, last_name, created_at)
+     select id, org, '1234567893', 'Small', 'Seeded', $3
+     from unnest($1::uuid[], $2::uuid[]) as t(id, org)`,
+    [providers.map((p) => p.id), providers.map((p) => p.organizationId), CREATED_AT],
+  )
+  return providers
+}
+
+/**
+ * Renames the providers in turn, `count` single-row transactions paced at `perSecond`, so that
+ * consecutive changes belong to different organizations and every batch the projector takes
+ * touches many files. Resolves to each renamed provider's last name.
+ */
+export async function renameAcross(
+  sql: Sql,
+  providers: readonly SpreadProvider[],
+  options: { count: number; perSecond: number; tag: string },
+): Promise<Map<string, string>> {
+  const names = new Map<string, string>()
+  const started = performance.now()
+  for (let k = 0; k < options.count; k++) {
+    const due = started + (k * 1000) / options.perSecond - performance.now()
+    if (due > 0) await sleep(due)
+    const provider = providers[k % providers.length]!
+    const lastName = `${options.tag} #${k}`
+    await updateRow(sql, 'providers', provider.id, { last_name: lastName })
+    names.set(provider.id, lastName)
+  }
+  return names
+}

@@ -431,11 +431,18 @@ export interface PipelineOptions {
   beforeConnector?: (sql: Sql) => Promise<void>
   /** Start the projector too (default true); fault tests start it themselves. */
   startProjector?: boolean
+  /** More environment for the main projector (not the clean ones it is compared with). */
+  projectorEnv?: Record<string, string>
 }
 
 /** The projector feeding the served data directory: one consumer group across restarts. */
-function mainProjector(brokers: string[], dataDir: string, logDir: string): ProjectorOptions {
-  return { brokers, dataDir, logDir, groupId: 'e2e-replica', label: `projector-${Date.now()}` }
+function mainProjector(
+  brokers: string[],
+  dataDir: string,
+  logDir: string,
+  env: Record<string, string> = {},
+): ProjectorOptions {
+  return { brokers, dataDir, logDir, env, groupId: 'e2e-replica', label: `projector-${Date.now()}` }
 }
 
 export class Pipeline {
@@ -453,6 +460,7 @@ export class Pipeline {
     /** Where every process logs, and where extra data directories go. */
     readonly workDir: string,
     readonly removeWorkDir: () => void,
+    readonly projectorEnv: Record<string, string>,
   ) {}
 
   static async start(options: PipelineOptions = {}): Promise<Pipeline> {
@@ -477,7 +485,9 @@ export class Pipeline {
       const api = startApi({ dataDir, logDir }).then(track)
       const projector =
         (options.startProjector ?? true)
-          ? startProjector(mainProjector(kafka.brokers, dataDir, logDir)).then(track)
+          ? startProjector(
+              mainProjector(kafka.brokers, dataDir, logDir, options.projectorEnv),
+            ).then(track)
           : Promise.resolve(undefined)
       const connect = startConnect({
         brokers: kafka.brokers,
@@ -498,6 +508,7 @@ export class Pipeline {
         dataDir,
         logDir,
         () => work.remove(),
+        options.projectorEnv ?? {},
       )
       pipeline.projector = await projector
       return pipeline
@@ -518,7 +529,7 @@ export class Pipeline {
       throw new Error('the main projector is already running')
     }
     this.projector = await startProjector(
-      mainProjector(this.kafka.brokers, this.dataDir, this.workDir),
+      mainProjector(this.kafka.brokers, this.dataDir, this.workDir, this.projectorEnv),
     )
     return this.projector
   }

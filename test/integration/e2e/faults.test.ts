@@ -23,11 +23,14 @@ import {
   insertApiKey,
   insertOrganization,
   insertProvider,
+  insertSmallOrganizations,
+  renameAcross,
   updateRow,
   writeBulk,
   type BulkExpectation,
   type OrganizationRow,
   type ProviderRow,
+  type SpreadProvider,
 } from '../../support/e2e-sql.ts'
 
 /** A bulk expectation as comparable text, whatever the order of its entries. */
@@ -45,11 +48,20 @@ describe('end to end under faults', { timeout: 300_000 }, () => {
   let seeded: ProviderRow
   /** How long the replica took to show a change after its fault was over. */
   const recoveries = new DelayStats()
+  /**
+   * Many small organizations beside the one the api reads (ISSUE 22): their changes interleave,
+   * so the projector's batches touch many files; fewer may be open than there are (OPEN_FILES_MAX
+   * below), so files close and reopen between batches, under every fault.
+   */
+  let small: SpreadProvider[] = []
+  const SMALL_ORGANIZATIONS = 300
 
   beforeAll(async () => {
     pipeline = await Pipeline.start({
       startProjector: false,
+      projectorEnv: { OPEN_FILES_MAX: '64' },
       beforeConnector: async (sql) => {
+        small = await insertSmallOrganizations(sql, SMALL_ORGANIZATIONS, 2)
         org = await insertOrganization(sql, { name: 'Faulty Health' })
         rawKey = (await insertApiKey(sql, org.id)).raw
         seeded = await insertProvider(sql, org.id, {
@@ -185,9 +197,26 @@ describe('end to end under faults', { timeout: 300_000 }, () => {
     expect((await providerOf(seeded.id))?.name).toBe('Seeded Before')
   })
 
+  /** The providers' last names as the replica's files hold them (no key reads these orgs). */
+  function servedLastNames(): Map<string, string> {
+    const names = new Map<string, string>()
+    for (const [key, row] of servedState(pipeline.dataDir)) {
+      if (!key.includes('/doc_providers/')) continue
+      const body = JSON.parse((JSON.parse(row) as { body: string }).body) as Provider
+      names.set(body.id, body.lastName ?? '')
+    }
+    return names
+  }
+
   it('a projector killed with SIGKILL mid-stream resumes to the same documents as a clean run', async () => {
     const before = await applied('providers')
     let done = 0
+    // Meanwhile, renames spread over the small organizations, one after another.
+    const spreading = renameAcross(pipeline.sql, small, {
+      count: 1_200,
+      perSecond: 100,
+      tag: 'Spread',
+    })
     // Paced over ~13 s: the projector, a second or two behind Debezium, reaches 300 events
     // with most of the run still to write.
     const writing = writeBulk(pipeline.sql, org.id, {
@@ -215,6 +244,12 @@ describe('end to end under faults', { timeout: 300_000 }, () => {
     await pipeline.startMainProjector()
     await expectBulkServed('Killed', await writing)
     recoveries.add('sigkill-restart', performance.now() - killedAt)
+    // Every small organization's last rename served, none lost across the kill.
+    const renamed = await spreading
+    await pipeline.eventually('the last rename of every small organization', async () => {
+      const served = servedLastNames()
+      return [...renamed].every(([id, name]) => served.get(id) === name) ? true : undefined
+    })
     await expectEqualToCleanRun()
   })
 
