@@ -325,8 +325,8 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     settling = previous.then(settle).finally(() => unsettled--)
     // A partition at its end, or a stop: settled now (the lag check and a stop count on it).
     // Otherwise the batch before this one, if too many wait.
-    if (atEnd || !payload.isRunning()) await settling
-    else if (unsettled > MAX_AHEAD) await previous
+    if (atEnd || !payload.isRunning()) await heartbeating(payload, settling)
+    else if (unsettled > MAX_AHEAD) await heartbeating(payload, previous)
     await throwIfBroken()
   }
 
@@ -509,6 +509,23 @@ const HOLD_MS = 5_000
 
 function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error))
+}
+
+/**
+ * Waits for `work`, heartbeating every few seconds meanwhile. kafkajs heartbeats only when asked,
+ * and a batch spread over thousands of organization files can take longer than the group's
+ * session to apply and commit: the member would be dropped, its commits refused.
+ */
+async function heartbeating(payload: EachBatchPayload, work: Promise<void>): Promise<void> {
+  let done = false
+  const finished = work.finally(() => (done = true))
+  while (!done) {
+    let timer: NodeJS.Timeout | undefined
+    await Promise.race([finished, new Promise((resolve) => (timer = setTimeout(resolve, 3_000)))])
+    clearTimeout(timer)
+    if (!done) await payload.heartbeat()
+  }
+  await finished
 }
 
 function sleep(ms: number): Promise<void> {
