@@ -5,7 +5,20 @@
 import { createHash } from 'node:crypto'
 import { scopes as allScopes, type Scope } from '../schema/resources.ts'
 import { ApiError, temporarilyUnavailable } from './errors.ts'
-import type { KeyRecord } from './replica.ts'
+
+/** An API key joined to its organization's state, as control.db holds them. */
+export interface KeyRecord {
+  id: string
+  organizationId: string
+  /** control.db's organization_files entry: null for the default `<organizationId>.db`. */
+  organizationFile: string | null
+  scopes: string
+  expiresAt: string | null
+  revokedAt: string | null
+  /** null when the organization row has not reached the replica yet. */
+  apiEnabled: number | null
+  billingStatus: string | null
+}
 
 export interface Principal {
   readonly keyId: string

@@ -9,24 +9,10 @@ import Database, { type Statement } from 'better-sqlite3'
 import type { Logger } from '../src/log.ts'
 import { currentGenerationName, generation, type Generation } from '../src/layout.ts'
 import { openForReading, type SqliteDatabase } from '../src/sqlite.ts'
-import { hashKey } from './auth.ts'
+import { hashKey, type KeyRecord } from './auth.ts'
 import { ApiError, temporarilyUnavailable, unavailable } from './errors.ts'
 import type { PageCache } from './page-cache.ts'
 import { OrganizationFiles } from './store.ts'
-
-/** An API key joined to its organization's state, as control.db holds them. */
-export interface KeyRecord {
-  id: string
-  organizationId: string
-  /** control.db's organization_files entry: null for the default `<organizationId>.db`. */
-  organizationFile: string | null
-  scopes: string
-  expiresAt: string | null
-  revokedAt: string | null
-  /** null when the organization row has not reached the replica yet. */
-  apiEnabled: number | null
-  billingStatus: string | null
-}
 
 type LookupRow = { state: string | null } & { [K in keyof KeyRecord]: KeyRecord[K] | null }
 

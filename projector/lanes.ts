@@ -83,7 +83,7 @@ export interface LaneApplier {
  * other waits for the next batch. Two ahead let the other lane start it (schemaless million:
  * 26.1 s against 27.6-27.9 s; schema-wrapped: 33.1 s against 40.1 s). Four ahead was faster in
  * one round and no faster past the noise in the next, while the schema-wrapped runs peaked at
- * 467-498 MB, against the 500 MB budget (docs/throughput.md).
+ * 467-498 MB, against the 500 MB budget (docs/performance.md).
  */
 export const FILE_BATCHES_AHEAD = 2
 

@@ -299,6 +299,18 @@ const verifyEnv = projectorEnv.extend({
   VERIFY_CATCH_UP_TIMEOUT_MS: positiveInt.default(120_000),
 })
 
+/**
+ * The variables each command reads, as their schemas validate them. README's configuration tables
+ * are held to these (test/integration/readme.test.ts): every variable named exists, every one read
+ * is named, with its default.
+ */
+export const environmentSchemas = {
+  projector: projectorEnv,
+  api: apiEnv,
+  verify: verifyEnv,
+  demo: demoEnv,
+} as const
+
 /** `npm run verify` (projector/verify/): the projector's settings (for --repair) and the source. */
 export type VerifyConfig = {
   projector: ProjectorConfig

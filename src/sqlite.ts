@@ -27,7 +27,7 @@ const migrations = {
  * are committed after its files, so a power cut must not take back a commit SQLite reported;
  * with WAL's usual NORMAL it could (the last transactions before the cut), and the projector,
  * resuming from the committed offsets, would never apply those events again. One fsync of the
- * log per commit: 3-4% of a live run in batches of 50 events on this machine (docs/throughput.md).
+ * log per commit: 3-4% of a live run in batches of 50 events on this machine (docs/performance.md).
  */
 export type Journal = 'wal' | 'rollback'
 

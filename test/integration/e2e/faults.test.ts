@@ -314,7 +314,7 @@ describe('end to end under faults', { timeout: 300_000 }, () => {
         ? true
         : undefined,
     )
-    // A nullable column that disappears from the events reads as null (README).
+    // A nullable column that disappears from the events reads as null (docs/design.md).
     const afterDrop = (await providerOf(seeded.id))!
     expect(afterDrop.personalFax).toBeNull()
     expect(afterDrop.updatedAt > afterAdd.updatedAt).toBe(true)

@@ -1,8 +1,8 @@
 // `npm run verify` against the real pipeline: PostgreSQL -> Debezium -> Kafka -> the projector
-// process -> SQLite files, checked by the command users run, as a role with exactly the grants the
-// README lists. Drift is made two ways: an organization file changed behind the projector's back,
-// and a source change the connector never saw (stopped, its slot dropped). Tests run in order on
-// one pipeline.
+// process -> SQLite files, checked by the command users run, as a role with exactly the grants
+// docs/operations.md lists. Drift is made two ways: an organization file changed behind the
+// projector's back, and a source change the connector never saw (stopped, its slot dropped).
+// Tests run in order on one pipeline.
 import Database from 'better-sqlite3'
 import { spawn } from 'node:child_process'
 import { createHash, randomUUID } from 'node:crypto'
@@ -38,7 +38,7 @@ import {
 } from '../../support/e2e-sql.ts'
 import { repoRoot, runEntry } from '../../support/processes.ts'
 
-/** The product tables verify reads: the README's grant, word for word. */
+/** The product tables verify reads: docs/operations.md's grant, word for word. */
 const PRODUCT_TABLES =
   'organizations, api_keys, providers, provider_identifiers, provider_groups, group_memberships, service_locations, group_identifiers, enrollments, enrollment_requirements, enrollment_lines_of_business, enrollment_location_participations, group_enrollments, group_enrollment_lines_of_business, documents'
 

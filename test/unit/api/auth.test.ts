@@ -6,10 +6,10 @@ import {
   hashKey,
   parseScopes,
   requireScope,
+  type KeyRecord,
   type Principal,
 } from '../../../api/auth.ts'
 import { ApiError } from '../../../api/errors.ts'
-import type { KeyRecord } from '../../../api/replica.ts'
 
 const now = Date.parse('2026-06-01T00:00:00.000Z')
 const record: KeyRecord = {
