@@ -3,18 +3,20 @@
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { Registry } from 'prom-client'
 
+/** What /readyz says: ready once caught up with the source, until the disk under it fills. */
+export type Readiness = 'ready' | 'catching_up' | 'disk_full'
+
 export interface AdminDeps {
   registry: Registry
-  /** Ready once the replica has caught up with its source. */
-  isReady: () => boolean
+  readiness: () => Readiness
 }
 
 export function buildAdmin(deps: AdminDeps): FastifyInstance {
   const app = Fastify({ logger: false })
   app.get('/healthz', async () => ({ status: 'ok' }))
   app.get('/readyz', async (_req, reply) => {
-    if (deps.isReady()) return { status: 'ready' }
-    return reply.code(503).send({ status: 'catching_up' })
+    const status = deps.readiness()
+    return reply.code(status === 'ready' ? 200 : 503).send({ status })
   })
   app.get('/metrics', async (_req, reply) => {
     reply.header('content-type', deps.registry.contentType)

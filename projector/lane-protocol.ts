@@ -87,4 +87,4 @@ export type LaneAnswer =
       /** A batch's buffer, handed back once applied for the next batches (lanes.ts BufferPool). */
       buffer?: ArrayBuffer
     }
-  | { seq: number; ok: false; message: string; fileSource: boolean }
+  | { seq: number; ok: false; message: string; code: string | undefined; fileSource: boolean }

@@ -271,9 +271,16 @@ function handle(request: LaneRequest): LaneAnswer {
       seq: request.seq,
       ok: false,
       message: error instanceof Error ? error.message : String(error),
+      // SQLite's or Node's error code (a full disk: SQLITE_FULL, ENOSPC), for the main thread.
+      code: errorCode(error),
       fileSource: error instanceof FileSourceError,
     }
   }
+}
+
+function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code
+  return typeof code === 'string' ? code : undefined
 }
 
 parentPort?.on('message', (request: LaneRequest) => {

@@ -48,6 +48,8 @@ export class LaneFailure extends Error {
   constructor(
     readonly lane: number,
     message: string,
+    /** The error's code in the lane (SQLITE_FULL, ENOSPC...), when it had one. */
+    readonly code?: string,
   ) {
     super(`lane ${lane}: ${message}`)
   }
@@ -151,14 +153,14 @@ class LaneThread {
       if (answer.ok && answer.buffer !== undefined) buffers.give(answer.buffer)
       if (answer.ok) pending?.resolve(answer.outcome)
       else if (answer.fileSource) pending?.reject(new FileSourceError(answer.message))
-      else this.#fail(answer.message, pending)
+      else this.#fail(answer.message, pending, answer.code)
     })
     this.#worker.on('error', (error: Error) => this.#fail(error.message))
     this.#worker.on('exit', (code: number) => this.#fail(`lane thread exited (${code})`))
   }
 
-  #fail(message: string, pending?: Pending): void {
-    this.failure ??= new LaneFailure(this.lane, message)
+  #fail(message: string, pending?: Pending, code?: string): void {
+    this.failure ??= new LaneFailure(this.lane, message, code)
     pending?.reject(this.failure)
     for (const p of this.#pending.values()) p.reject(this.failure)
     this.#pending.clear()

@@ -10,6 +10,8 @@ export interface ProjectorMetrics {
   recordDocuments(stats: RefreshStats): void
   setLag(topic: string, partition: number, lag: number): void
   setCaughtUp(caughtUp: boolean): void
+  /** Whether applying has stopped because the disk under DATA_DIR is full (disk-space.ts). */
+  setDiskFull(full: boolean): void
 }
 
 export function createProjectorMetrics(): ProjectorMetrics {
@@ -56,6 +58,17 @@ export function createProjectorMetrics(): ProjectorMetrics {
     registers: [registry],
   })
 
+  const diskFull = new Gauge({
+    name: 'replica_projector_disk_full',
+    help: '1 while applying is stopped because the disk under DATA_DIR is full; it resumes when space returns.',
+    registers: [registry],
+  })
+  const diskFullStops = new Counter({
+    name: 'replica_projector_disk_full_total',
+    help: 'Times applying stopped because the disk under DATA_DIR was full.',
+    registers: [registry],
+  })
+
   function recordDocuments(stats: RefreshStats): void {
     documents.inc({ result: 'rewritten' }, stats.rewritten)
     documents.inc({ result: 'unchanged' }, stats.unchanged)
@@ -78,5 +91,9 @@ export function createProjectorMetrics(): ProjectorMetrics {
     recordDocuments,
     setLag: (topic, partition, n) => lag.set({ topic, partition: String(partition) }, n),
     setCaughtUp: (value) => caughtUp.set(value ? 1 : 0),
+    setDiskFull(full) {
+      if (full) diskFullStops.inc()
+      diskFull.set(full ? 1 : 0)
+    },
   }
 }

@@ -15,9 +15,10 @@ import {
   type Generation,
 } from '../src/layout.ts'
 import type { Progress } from '../src/progress.ts'
-import { buildAdmin } from './admin.ts'
+import { buildAdmin, type Readiness } from './admin.ts'
 import type { BatchOutcome } from './apply.ts'
 import { appendDeadLetters, logDeadLetters } from './dead-letters.ts'
+import { freeBytes, isDiskFull, waitForSpace } from './disk-space.ts'
 import { createLaneApplier, FILE_BATCHES_AHEAD, LaneFailure, type LaneApplier } from './lanes.ts'
 import { createProjectorMetrics, type ProjectorMetrics } from './metrics.ts'
 import { openPriorGeneration, type PriorGeneration } from './rebuild/prior-stamps.ts'
@@ -182,6 +183,119 @@ export function createProjector(deps: ProjectorDeps): Projector {
     return true
   }
 
+  /** What startKafka consumes with, kept to start consuming again after a full disk. */
+  let consuming:
+    | {
+        groupId: string
+        onCaughtUp: () => Promise<void>
+        progress: Progress | undefined
+        previous: Generation | undefined
+      }
+    | undefined
+  /** Set while applying waits for disk space; aborted by `stop`. */
+  let waitingForSpace: AbortController | undefined
+  const stopped = new AbortController()
+
+  const readiness = (): Readiness =>
+    waitingForSpace !== undefined ? 'disk_full' : ready ? 'ready' : 'catching_up'
+
+  /** Consumes the topics with the applier open, from the group's committed offsets. */
+  async function consume(): Promise<void> {
+    const { groupId, onCaughtUp, progress } = consuming!
+    const a = applier!
+    source = createKafkaSource({
+      brokers: config.kafka.brokers,
+      clientId: config.kafka.clientId,
+      groupId,
+      topicPrefix: config.topicPrefix,
+      deadLetterTopic: config.deadLetterTopic,
+      applier: a,
+      logger,
+      onBatch,
+      onLag: (topic, partition, lag) => metrics.setLag(topic, partition, lag),
+      onCaughtUp,
+      handovers: {
+        pending: () => {
+          // control.db's repair (verify --repair) is applied here, between two batches, by
+          // this process: the only writer of the generation.
+          takeControlRepair(generation, a.control.db, logger)
+          return claimHandovers(generation, logger)
+        },
+        take: takeHandovers,
+      },
+      progress,
+      onFatal: (error) => {
+        if (isDiskFull(error)) {
+          void waitOutFullDisk(error)
+          return true
+        }
+        if (!(error instanceof LaneFailure || error instanceof ConsumerFailure)) return false
+        deps.onFatal?.(error)
+        return true
+      },
+    })
+    await source.start()
+  }
+
+  /**
+   * The disk under DATA_DIR filled while applying. The source has stopped, committing no offset
+   * past what every file holds (the failed batch's transactions rolled back): the files are
+   * closed, /readyz and the metrics say why, the api goes on serving what they hold, and once
+   * space returns the projector consumes again from the committed offsets, as a restart would,
+   * ending with the files a run without the fault would have written.
+   */
+  async function waitOutFullDisk(error: Error): Promise<void> {
+    if (waitingForSpace !== undefined || stopped.signal.aborted) return
+    const waiting = (waitingForSpace = new AbortController())
+    const signal = AbortSignal.any([waiting.signal, stopped.signal])
+    metrics.setDiskFull(true)
+    let cause: unknown = error
+    // Measured now, not after the stop: space freed meanwhile must count as returned.
+    let free = freeBytes(config.dataDir)
+    try {
+      await source?.stop()
+      source = undefined
+      for (;;) {
+        await closeAfterFailure()
+        logger.error(
+          { err: cause, dataDir: config.dataDir, freeBytes: free },
+          'the disk under DATA_DIR is full: applying stopped, nothing past what the files hold is committed; it resumes when space returns',
+        )
+        if (!(await waitForSpace(config.dataDir, free, { signal }))) return
+        try {
+          openApplier(true, consuming!.previous)
+          break
+        } catch (reopening) {
+          // Reopening writes too (a file's creation, control.db): still full, wait again.
+          if (!isDiskFull(reopening)) throw reopening
+          cause = reopening
+          free = freeBytes(config.dataDir)
+        }
+      }
+      logger.info(
+        { dataDir: config.dataDir, freeBytes: freeBytes(config.dataDir) },
+        'disk space returned: applying again from the committed offsets',
+      )
+      waitingForSpace = undefined
+      metrics.setDiskFull(false)
+      await consume()
+    } catch (failure) {
+      // Not a condition to wait out: stop as any other fatal error does, for the supervisor.
+      waitingForSpace = undefined
+      deps.onFatal?.(failure instanceof Error ? failure : new Error(String(failure)))
+    }
+  }
+
+  /** Closes the files of an applier that failed, their transactions rolled back. */
+  async function closeAfterFailure(): Promise<void> {
+    await applier?.close().catch((closing: unknown) => {
+      logger.warn({ err: closing }, 'closing the files after a full disk')
+    })
+    applier = undefined
+    // A rebuild's prior generation is opened again with the applier.
+    retirePrevious()
+  }
+
   return {
     get generation() {
       return generation
@@ -251,8 +365,9 @@ export function createProjector(deps: ProjectorDeps): Projector {
     async startKafka(options = {}) {
       let groupId: string
       let onCaughtUp = async () => void (await caughtUp())
+      let previous: Generation | undefined
       if (options.rebuild === true) {
-        const previous = currentGeneration(config.dataDir)
+        previous = currentGeneration(config.dataDir)
         generation = prepareGeneration(config.dataDir, newGenerationName(clock()))
         groupId = `${config.kafka.groupId}.${generation.name}`
         openApplier(true, previous)
@@ -274,40 +389,14 @@ export function createProjector(deps: ProjectorDeps): Projector {
         groupId = applier!.control.consumerGroup() ?? config.kafka.groupId
       }
       applier!.control.recordConsumerGroup(groupId)
-      const a = applier!
-      admin = buildAdmin({ registry: metrics.registry, isReady: () => ready })
+      admin = buildAdmin({ registry: metrics.registry, readiness })
       await admin.listen({ host: config.admin.host, port: config.admin.port })
-      source = createKafkaSource({
-        brokers: config.kafka.brokers,
-        clientId: config.kafka.clientId,
-        groupId,
-        topicPrefix: config.topicPrefix,
-        deadLetterTopic: config.deadLetterTopic,
-        applier: a,
-        logger,
-        onBatch,
-        onLag: (topic, partition, lag) => metrics.setLag(topic, partition, lag),
-        onCaughtUp,
-        handovers: {
-          pending: () => {
-            // control.db's repair (verify --repair) is applied here, between two batches, by
-            // this process: the only writer of the generation.
-            takeControlRepair(generation, a.control.db, logger)
-            return claimHandovers(generation, logger)
-          },
-          take: takeHandovers,
-        },
-        progress: options.progress,
-        onFatal: (error) => {
-          if (!(error instanceof LaneFailure || error instanceof ConsumerFailure)) return false
-          deps.onFatal?.(error)
-          return true
-        },
-      })
-      await source.start()
+      consuming = { groupId, onCaughtUp, progress: options.progress, previous }
+      await consume()
     },
 
     async stop() {
+      stopped.abort()
       // First: a Kafka batch waiting for the catch-up build would hold up the consumer's stop.
       applier?.stopBuilding()
       await source?.stop()
