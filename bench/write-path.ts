@@ -1,19 +1,19 @@
 // Every stage of the projector's write path on one thread, timed: what `npm run
-// bench:projector:stages` measures. Reading and parsing the file (sources/file.ts), decoding and
+// bench:projector:stages` measures. Reading and parsing the file (sources/, decode/), decoding and
 // validating (classify.ts), routing each row in control.db (control-file.ts), writing the mirror
 // rows into the organization files (organization-file.ts) and building their documents once at
 // the end, with transactions held as in an initial load. No lanes and no coordination: the sum
 // is the time one event takes one thread, and the process's CPU over the run adds what V8's
 // collector threads and the kernel spent beside it.
 import { join } from 'node:path'
-import { cacheShares } from '../projector/cache-budget.ts'
-import { classifyRecord } from '../projector/classify.ts'
-import { openControlFile } from '../projector/control-file.ts'
+import { cacheShares } from '../projector/storage/cache-budget.ts'
+import { classifyRecord } from '../projector/routing/classify.ts'
+import { openControlFile } from '../projector/storage/control-file.ts'
 import {
   openOrganizationFile,
   type OrganizationEvent,
   type OrganizationFile,
-} from '../projector/organization-file.ts'
+} from '../projector/storage/organization-file.ts'
 import { FILE_BATCH_RECORDS, LOAD_COMMIT_EVENTS } from '../projector/projector.ts'
 import { readRecordBatches } from '../projector/sources/file.ts'
 import { loadProjectorConfig } from '../src/config.ts'

@@ -11,7 +11,7 @@ import { loadCommandConfig, loadProjectorConfig, type ProjectorConfig } from '..
 import { organizationIdsOption } from '../src/layout.ts'
 import { createLogger } from '../src/log.ts'
 import { createProgress } from '../src/progress.ts'
-import { FileSourceError } from './sources/file.ts'
+import { FileSourceError } from './decode/file-line.ts'
 import { createProjector } from './projector.ts'
 import { RebuildStopped } from './rebuild/aside.ts'
 import { reportJson, reportTable } from './rebuild/report.ts'

@@ -1,6 +1,6 @@
 // What platform teams alert on, in Prometheus format.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { BatchOutcome } from './apply.ts'
+import type { BatchOutcome } from './lanes/apply.ts'
 import type { RefreshStats } from './documents/index.ts'
 
 export interface ProjectorMetrics {

@@ -16,14 +16,19 @@ import {
 } from '../src/layout.ts'
 import type { Progress } from '../src/progress.ts'
 import { buildAdmin, type Readiness } from './admin.ts'
-import type { BatchOutcome } from './apply.ts'
-import { appendDeadLetters, logDeadLetters } from './dead-letters.ts'
-import { freeBytes, isDiskFull, waitForSpace } from './disk-space.ts'
-import { createLaneApplier, FILE_BATCHES_AHEAD, LaneFailure, type LaneApplier } from './lanes.ts'
+import type { BatchOutcome } from './lanes/apply.ts'
+import { appendDeadLetters, logDeadLetters } from './sources/dead-letters.ts'
+import { freeBytes, isDiskFull, waitForSpace } from './storage/disk-space.ts'
+import {
+  createLaneApplier,
+  FILE_BATCHES_AHEAD,
+  LaneFailure,
+  type LaneApplier,
+} from './lanes/lanes.ts'
 import { createProjectorMetrics, type ProjectorMetrics } from './metrics.ts'
-import { openPriorGeneration, type PriorGeneration } from './rebuild/prior-stamps.ts'
+import { openPriorGeneration, type PriorGeneration } from './storage/prior-stamps.ts'
 import { takeControlRepair } from './rebuild/control-repair.ts'
-import { claimHandovers, completeHandover, type HandoverRequest } from './rebuild/handover.ts'
+import { claimHandovers, completeHandover, type HandoverRequest } from './storage/handover.ts'
 import { readLineBatches } from './sources/file.ts'
 import { ConsumerFailure, createKafkaSource, type KafkaSource } from './sources/kafka.ts'
 
@@ -142,7 +147,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
     prior = undefined
   }
 
-  /** Swaps in rebuilt organization files (rebuild/handover.ts), between two batches. */
+  /** Swaps in rebuilt organization files (storage/handover.ts), between two batches. */
   async function takeHandovers(requests: readonly HandoverRequest[]): Promise<void> {
     const a = applier!
     for (const request of requests) {

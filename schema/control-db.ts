@@ -50,7 +50,7 @@ export const rowRoutes = sqliteTable(
   {
     /** The row's uuid, as 16 bytes. */
     id: blob('id', { mode: 'buffer' }).notNull(),
-    /** `ROUTED_TABLES` in projector/control-file.ts: stored codes, never renumbered. */
+    /** `ROUTED_TABLES` in projector/storage/control-file.ts: stored codes, never renumbered. */
     sourceTable: integer('source_table').notNull(),
     /** `routeOrganizations.organization`. */
     organization: integer('organization').notNull(),
@@ -87,7 +87,7 @@ export const appliedOffsets = sqliteTable(
 /**
  * The file that holds an organization's data, when it is not the default `<organizationId>.db`:
  * a per-organization rebuild builds a new file aside (`<organizationId>.<version>.db`) and the
- * projector points the organization at it (projector/handover.ts). SQLite files must not be
+ * projector points the organization at it (projector/storage/handover.ts). SQLite files must not be
  * renamed over while open, so a swap is a new name, and readers follow this row.
  */
 export const organizationFiles = sqliteTable('organization_files', {

@@ -65,18 +65,19 @@ const projectorEnv = z.object({
   // the process's limit on open files (src/descriptors.ts).
   OPEN_FILES_MAX: positiveInt.optional(),
   /**
-   * Megabytes of SQLite page cache the projector's files share (projector/cache-budget.ts). With
-   * SQLite's default 2 MB per file, random-key inserts read most pages back from the OS: a 1M-event
-   * load made 1.9M page reads. 32 MB holds the default lanes and build worker under the 500 MB
-   * budget with two file batches in flight (a schemaless million on two lanes: 453 MB at 32 MB,
-   * 487-496 MB at 48 MB; 96 MB: 549-585 MB), at a cost within the runs' noise.
+   * Megabytes of SQLite page cache the projector's files share
+   * (projector/storage/cache-budget.ts). With SQLite's default 2 MB per file, random-key inserts
+   * read most pages back from the OS: a 1M-event load made 1.9M page reads. 32 MB holds the
+   * default lanes and build worker under the 500 MB budget with two file batches in flight (a
+   * schemaless million on two lanes: 453 MB at 32 MB, 487-496 MB at 48 MB; 96 MB: 549-585 MB), at
+   * a cost within the runs' noise.
    */
   SQLITE_CACHE_MB: positiveInt.max(65_536, 'must be at most 65536 (64 GB)').default(32),
   // Worker threads that build an initial load's documents beside the projector's own thread, one
   // organization each; 0: none. Each costs about 55 MB (its own V8 heap and modules).
   DOCUMENT_BUILD_WORKERS: z.coerce.number().int().min(0).max(64).default(1),
   // Worker threads that apply organization files in parallel, each owning the organizations whose
-  // id hashes to it (projector/lanes.ts). Each costs its own V8 heap and modules (about 40 MB).
+  // id hashes to it (projector/lanes/lanes.ts). Each costs its own V8 heap and modules (~40 MB).
   LANES: positiveInt.max(64, 'must be at most 64').default(availableParallelism()),
   // Between two progress log lines of a long command when stderr is not a terminal (src/progress.ts).
   PROGRESS_INTERVAL_MS: positiveInt.default(5_000),

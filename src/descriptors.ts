@@ -27,7 +27,7 @@ export function openFileLimit(): number | undefined {
  * sockets, control.db and the rest. A fixed 256 made thousands of small organizations reopen
  * their files on every batch in the projector and on most requests in the api. Without a known
  * limit, 256; never more than 8192 (memory: about 0.1 MB each besides the page cache, see
- * projector/cache-budget.ts).
+ * projector/storage/cache-budget.ts).
  */
 export function defaultOpenFilesMax(limit: number | undefined): number {
   if (limit === undefined) return 256

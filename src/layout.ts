@@ -6,7 +6,8 @@
 //   <DATA_DIR>/generations/<name>/orgs/<organizationId>.<version>.db  after a per-organization
 //                                              rebuild (control.db's organization_files names it)
 //   <DATA_DIR>/generations/<name>/handovers/<organizationId>.json  a rebuilt file waiting for
-//                                              the live projector to take it (projector/handover.ts)
+//                                              the live projector to take it
+//                                              (projector/storage/handover.ts)
 //   <DATA_DIR>/rebuilds/<run>/                 a per-organization rebuild or dry run at work
 //   <DATA_DIR>/rebuild.lock                    who is rebuilding (one rebuild at a time)
 //   <DATA_DIR>/verify/<run>-<pid>/             `npm run verify`'s documents built from PostgreSQL
@@ -28,7 +29,7 @@ export interface Generation {
   readonly dir: string
   readonly controlPath: string
   readonly organizationsDir: string
-  /** Where rebuilt files wait for the live projector (projector/handover.ts). */
+  /** Where rebuilt files wait for the live projector (projector/storage/handover.ts). */
   readonly handoversDir: string
   /**
    * The path of an organization's file: `file` as control.db's organization_files names it, or

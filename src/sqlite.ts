@@ -21,7 +21,8 @@ const migrations = {
  * - `wal`: a write-ahead log, so readers never block the writer.
  * - `rollback`: each page is written to the file itself, once, and its old content to a journal
  *   first (TRUNCATE: the journal is emptied at commit, not deleted). Readers and the writer's
- *   commits block each other, so only for a file nothing reads (projector/organization-file.ts).
+ *   commits block each other, so only for a file nothing reads
+ *   (projector/storage/organization-file.ts).
  *
  * Both with synchronous=FULL: a commit is on disk when it returns. The Kafka offsets of a batch
  * are committed after its files, so a power cut must not take back a commit SQLite reported;
@@ -95,7 +96,7 @@ export function setCacheKiB(db: SqliteDatabase, kib: number): void {
 }
 
 /**
- * A transaction held open across calls (an initial load's, see projector/apply.ts). `forget`
+ * A transaction held open across calls (an initial load's, see projector/lanes/apply.ts). `forget`
  * drops what the caller remembers of writes a rollback undid.
  */
 export function heldTransaction(db: SqliteDatabase, forget: () => void) {

@@ -1,4 +1,5 @@
-// Stamps for a rebuilt organization file as it replaces the live one (projector/rebuild/handover.ts).
+// Stamps for a rebuilt organization file as it replaces the live one
+// (projector/storage/handover.ts).
 //
 // A document whose content is the live file's (its hash, and the text the live file serves) keeps
 // the live stamp: pollers are not sent it again. Every other one takes `stamp`, newer than every

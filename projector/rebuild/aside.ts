@@ -7,10 +7,10 @@ import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { ProjectorConfig } from '../../src/config.ts'
 import { prepareGeneration, type Generation } from '../../src/layout.ts'
-import { createApplier } from '../apply.ts'
+import { createApplier } from '../lanes/apply.ts'
 import { changeTopics, createKafkaSource } from '../sources/kafka.ts'
-import type { PartitionPosition } from './handover.ts'
-import { openPriorGeneration } from './prior-stamps.ts'
+import type { PartitionPosition } from '../storage/handover.ts'
+import { openPriorGeneration } from '../storage/prior-stamps.ts'
 
 export interface AsideBuild {
   readonly generation: Generation

@@ -18,7 +18,7 @@ import type { Logger } from 'pino'
 import { z } from 'zod'
 import type { Generation } from '../../src/layout.ts'
 import type { SqliteDatabase } from '../../src/sqlite.ts'
-import type { PartitionPosition } from './handover.ts'
+import type { PartitionPosition } from '../storage/handover.ts'
 
 const row = z.record(z.string(), z.union([z.string(), z.number(), z.null()]))
 

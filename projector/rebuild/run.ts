@@ -33,10 +33,10 @@ import {
   parseOrganizationFileName,
   type Generation,
 } from '../../src/layout.ts'
-import { readOrganizationFiles } from '../control-file.ts'
+import { readOrganizationFiles } from '../storage/control-file.ts'
 import { compareDocumentFiles, type ResourceDiff } from '../documents/index.ts'
 import { buildAside } from './aside.ts'
-import { handoverPending, requestHandover, withdrawHandover } from './handover.ts'
+import { handoverPending, requestHandover, withdrawHandover } from '../storage/handover.ts'
 import { acquireRebuildLock, describeHolder } from './lock.ts'
 import { rebuildReport, type OrganizationReport, type RebuildReport } from './report.ts'
 

@@ -13,10 +13,10 @@ import {
 import type { Logger } from 'pino'
 import { sourceTables } from '../../schema/events.ts'
 import type { Progress } from '../../src/progress.ts'
-import type { BatchOutcome } from '../apply.ts'
-import { deadLetterHeaders, deadLetterValue, logDeadLetters } from '../dead-letters.ts'
-import type { SourceRecord } from '../decode.ts'
-import { handoverSeeks, type HandoverRequest } from '../rebuild/handover.ts'
+import type { BatchOutcome } from '../lanes/apply.ts'
+import { deadLetterHeaders, deadLetterValue, logDeadLetters } from './dead-letters.ts'
+import type { SourceRecord } from '../decode/decode.ts'
+import { handoverSeeks, type HandoverRequest } from '../storage/handover.ts'
 
 export interface KafkaSourceOptions {
   brokers: string[]
@@ -45,7 +45,7 @@ export interface KafkaSourceOptions {
   /** How often to compare committed offsets with the topics' ends (lag metric, readiness). */
   lagIntervalMs?: number
   /**
-   * Rebuilt organization files waiting for this projector (rebuild/handover.ts): once caught up,
+   * Rebuilt organization files waiting for this projector (storage/handover.ts): once caught up,
    * looked for before every batch, and every `handoverIntervalMs` while no batch comes.
    */
   handovers?: {
@@ -137,7 +137,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   }
 
   /**
-   * Takes the rebuilt files waiting (rebuild/handover.ts has the protocol). True when it sent the
+   * Takes the rebuilt files waiting (storage/handover.ts has the protocol). True when it sent the
    * consumer back to an earlier position: the batch in hand is stale then.
    */
   async function takeHandovers(): Promise<boolean> {

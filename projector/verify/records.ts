@@ -6,7 +6,7 @@
 // source.ts already asks PostgreSQL for Debezium's text forms where pg's defaults differ
 // (timestamptz as ISO 8601 UTC, jsonb as its text, date as 'YYYY-MM-DD', which the decoder takes
 // as well as Debezium's days since the epoch, int8 as a number); arrays of text arrive as arrays.
-import type { SourceRecord } from '../decode.ts'
+import type { SourceRecord } from '../decode/decode.ts'
 
 export interface SnapshotPosition {
   /** The snapshot's WAL position: Debezium gives its snapshot reads the slot's position. */

@@ -30,7 +30,7 @@ import {
   parseOrganizationFileName,
   type Generation,
 } from '../../src/layout.ts'
-import { readOrganizationFiles } from '../control-file.ts'
+import { readOrganizationFiles } from '../storage/control-file.ts'
 import { documentDifferences, IDS_PER_LIST } from '../documents/index.ts'
 import { processAlive } from '../rebuild/lock.ts'
 import { knownOrganizations, rebuildAside, removeRebuildLeftovers } from '../rebuild/run.ts'

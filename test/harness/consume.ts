@@ -1,5 +1,5 @@
 // Reading topics from tests: wait for topics to exist, and collect records until a condition
-// holds. Records come back in the project's file-source shape (projector/decode.ts).
+// holds. Records come back in the project's file-source shape (projector/decode/decode.ts).
 import { setTimeout as sleep } from 'node:timers/promises'
 import { kafkaClient } from './kafka.ts'
 import { HarnessError, waitFor } from './process.ts'

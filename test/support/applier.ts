@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
-import { createApplier, type Applier, type ApplierOptions } from '../../projector/apply.ts'
+import { createApplier, type Applier, type ApplierOptions } from '../../projector/lanes/apply.ts'
 import { currentGeneration, prepareGeneration, type Generation } from '../../src/layout.ts'
 
 export interface TestApplier {

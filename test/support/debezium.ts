@@ -1,6 +1,6 @@
 // Builders of Debezium change events for tests, in the JsonConverter shape (with or without the
 // {schema, payload} wrapper). Real captured events live in test/fixtures/debezium/.
-import type { SourceRecord } from '../../projector/decode.ts'
+import type { SourceRecord } from '../../projector/decode/decode.ts'
 
 export type Op = 'c' | 'u' | 'd' | 'r' | 't'
 

@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { changeTopics } from '../../projector/sources/kafka.ts'
 import { currentGeneration, parseOrganizationFileName } from '../../src/layout.ts'
-import { readOrganizationFiles } from '../../projector/control-file.ts'
+import { readOrganizationFiles } from '../../projector/storage/control-file.ts'
 import { startConnect, type StartedConnect } from '../harness/connect.ts'
 import {
   createTopics,

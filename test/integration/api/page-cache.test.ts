@@ -5,7 +5,7 @@
 import { rmSync } from 'node:fs'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { hashKey } from '../../../api/auth.ts'
-import type { Applier } from '../../../projector/apply.ts'
+import type { Applier } from '../../../projector/lanes/apply.ts'
 import { publishGeneration } from '../../../src/layout.ts'
 import { testApplier } from '../../support/applier.ts'
 import { ORG_A, ORG_B, organizationRow, providerRow, record, uuid } from '../../support/debezium.ts'

@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, watch } from 'node:fs
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { readOrganizationFiles } from '../../../projector/control-file.ts'
+import { readOrganizationFiles } from '../../../projector/storage/control-file.ts'
 import type { VerifyReport } from '../../../projector/verify/report.ts'
 import { currentGeneration } from '../../../src/layout.ts'
 import { consumerLag, Pipeline, TOPIC_PREFIX } from '../../support/e2e.ts'

@@ -1,4 +1,4 @@
-// Lanes (projector/lanes.ts): organizations applied on worker threads serve exactly what the
+// Lanes (projector/lanes/lanes.ts): organizations applied on worker threads serve exactly what the
 // single-threaded applier serves, whatever lane each organization falls to, including the events
 // the main thread routes itself (key-only deletes, a row moving between organizations of two
 // lanes, a truncate).
@@ -9,9 +9,9 @@ import { join } from 'node:path'
 import pino from 'pino'
 import { afterAll, describe, expect, it } from 'vitest'
 import { compareDocumentFiles, hasDifferences } from '../../../projector/documents/compare.ts'
-import { LaneAssignment } from '../../../projector/lane-hint.ts'
+import { LaneAssignment } from '../../../projector/routing/lane-hint.ts'
 import { createProjector } from '../../../projector/projector.ts'
-import { parseRecordLine } from '../../../projector/sources/file.ts'
+import { parseRecordLine } from '../../../projector/decode/file-line.ts'
 import { datasetOrganizations, generateDataset } from '../../../scripts/dataset/generate.ts'
 import { loadProjectorConfig } from '../../../src/config.ts'
 import { currentGeneration } from '../../../src/layout.ts'

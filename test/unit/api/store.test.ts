@@ -60,8 +60,8 @@ describe('readPage', () => {
 
   it('never holds more than limit rows when the projector commits between its statements', () => {
     // A row committed right after the first statement, tied on the page's last stamp with an id
-    // before its last row. The projector stamps each batch strictly later (projector/stamp.ts);
-    // a page holds at most limit rows whatever the writer does.
+    // before its last row. The projector stamps each batch strictly later
+    // (projector/storage/stamp.ts); a page holds at most limit rows whatever the writer does.
     let committed = false
     const racing: PageReader = {
       snapshot: (read) => file.snapshot(read),

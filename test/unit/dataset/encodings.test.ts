@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { fileURLToPath } from 'node:url'
 import { describe, expect, it } from 'vitest'
-import { decodeRecord } from '../../../projector/decode.ts'
+import { decodeRecord } from '../../../projector/decode/decode.ts'
 import { optionsFromArgs } from '../../../scripts/dataset/cli.ts'
 import {
   deaNumber,

@@ -3,7 +3,7 @@ import {
   cacheShares,
   MIN_CACHE_KIB,
   MIN_ORGANIZATION_CACHE_KIB,
-} from '../../../projector/cache-budget.ts'
+} from '../../../projector/storage/cache-budget.ts'
 
 const MB = 1024 * 1024
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { classifyRecord } from '../../../projector/classify.ts'
+import { classifyRecord } from '../../../projector/routing/classify.ts'
 import { ORG_A, organizationRow, providerRow, record, uuid } from '../../support/debezium.ts'
 
 describe('classifyRecord', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { collectGarbage } from '../../../projector/collect-garbage.ts'
+import { collectGarbage } from '../../../projector/lanes/collect-garbage.ts'
 
 describe('collectGarbage', () => {
   it('frees unreachable objects now, not at V8s next major collection', () => {

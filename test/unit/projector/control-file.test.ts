@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { afterEach, describe, expect, it } from 'vitest'
-import { openControlFile, ROUTED_TABLES } from '../../../projector/control-file.ts'
+import { openControlFile, ROUTED_TABLES } from '../../../projector/storage/control-file.ts'
 import { organizationTables } from '../../../schema/events.ts'
 import { ORG_A, ORG_B, uuid } from '../../support/debezium.ts'
 

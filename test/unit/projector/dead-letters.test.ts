@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest'
-import type { DeadLetter } from '../../../projector/apply.ts'
+import type { DeadLetter } from '../../../projector/lanes/apply.ts'
 import {
   UNPARSEABLE_VALUE_OMITTED,
   deadLetterHeaders,
   deadLetterLine,
   deadLetterValue,
-} from '../../../projector/dead-letters.ts'
+} from '../../../projector/sources/dead-letters.ts'
 import { ORG_A, providerRow, record, uuid } from '../../support/debezium.ts'
 
 function letter(value: unknown, wrapped = true): DeadLetter {

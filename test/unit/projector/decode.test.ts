@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { decodeRecord, laterCommit, type Decoded } from '../../../projector/decode.ts'
+import { decodeRecord, laterCommit, type Decoded } from '../../../projector/decode/decode.ts'
 import { unavailable } from '../../../schema/events.ts'
 import { ORG_A, identifierRow, providerRow, record, uuid } from '../../support/debezium.ts'
 

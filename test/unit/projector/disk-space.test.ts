@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest'
-import { RESUME_MARGIN_BYTES, isDiskFull, spaceReturned } from '../../../projector/disk-space.ts'
-import { LaneFailure } from '../../../projector/lanes.ts'
+import {
+  RESUME_MARGIN_BYTES,
+  isDiskFull,
+  spaceReturned,
+} from '../../../projector/storage/disk-space.ts'
+import { LaneFailure } from '../../../projector/lanes/lanes.ts'
 
 describe('a full disk', () => {
   it("is SQLite's SQLITE_FULL or Node's ENOSPC, also as a lane's failure", () => {

@@ -4,7 +4,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { parseRecordLine, readRecordBatches } from '../../../projector/sources/file.ts'
+import { parseRecordLine } from '../../../projector/decode/file-line.ts'
+import { readRecordBatches } from '../../../projector/sources/file.ts'
 import { generateDataset } from '../../../scripts/dataset/generate.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'file-source-test-'))

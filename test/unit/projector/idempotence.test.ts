@@ -5,8 +5,8 @@ import Database from 'better-sqlite3'
 import fc from 'fast-check'
 import { existsSync, rmSync } from 'node:fs'
 import { afterAll, describe, expect, it } from 'vitest'
-import type { Applier } from '../../../projector/apply.ts'
-import type { SourceRecord } from '../../../projector/decode.ts'
+import type { Applier } from '../../../projector/lanes/apply.ts'
+import type { SourceRecord } from '../../../projector/decode/decode.ts'
 import {
   ORG_A,
   groupRow,

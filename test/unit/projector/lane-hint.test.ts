@@ -1,8 +1,9 @@
-// Reading an event's organization from its bytes (projector/lane-hint.ts): right for the shapes
-// Debezium writes, and silent (the main thread then decodes) for anything it cannot be sure of.
+// Reading an event's organization from its bytes (projector/routing/lane-hint.ts): right for the
+// shapes Debezium writes, and silent (the main thread then decodes) for anything it cannot be sure
+// of.
 import { describe, expect, it } from 'vitest'
-import { decodeRecord } from '../../../projector/decode.ts'
-import { LaneAssignment, laneHint } from '../../../projector/lane-hint.ts'
+import { decodeRecord } from '../../../projector/decode/decode.ts'
+import { LaneAssignment, laneHint } from '../../../projector/routing/lane-hint.ts'
 import {
   ORG_A,
   debeziumValue,

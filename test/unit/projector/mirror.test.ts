@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest'
-import { supersedes } from '../../../projector/mirror.ts'
-import { nextStamp } from '../../../projector/stamp.ts'
-import { coalesce } from '../../../projector/coalesce.ts'
+import { supersedes } from '../../../projector/storage/mirror.ts'
+import { nextStamp } from '../../../projector/storage/stamp.ts'
+import { coalesce } from '../../../projector/storage/coalesce.ts'
 
 describe('supersedes (the older-never-wins guard)', () => {
   it('orders versions of a row by source position', () => {

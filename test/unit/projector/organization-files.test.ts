@@ -1,5 +1,5 @@
-// useOrganizationFile (projector/organization-file.ts): the open files a writer keeps, on real
-// organization files in a temp directory.
+// useOrganizationFile (projector/storage/organization-file.ts): the open files a writer keeps, on
+// real organization files in a temp directory.
 import Database from 'better-sqlite3'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -9,7 +9,7 @@ import {
   openOrganizationFile,
   useOrganizationFile,
   type OrganizationFile,
-} from '../../../projector/organization-file.ts'
+} from '../../../projector/storage/organization-file.ts'
 import { uuid } from '../../support/debezium.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'replica-open-files-'))

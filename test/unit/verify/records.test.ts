@@ -1,7 +1,7 @@
 // A PostgreSQL row read by verify must decode to exactly the row the projector stores from
 // Debezium's event for it: otherwise verify would report drift that is only encoding.
 import { describe, expect, it } from 'vitest'
-import { decodeRecord } from '../../../projector/decode.ts'
+import { decodeRecord } from '../../../projector/decode/decode.ts'
 import { snapshotRecord } from '../../../projector/verify/records.ts'
 import { lsnToNumber, timestampText } from '../../../projector/verify/source.ts'
 import { identifierRow, ORG_A, providerRow, record, uuid } from '../../support/debezium.ts'

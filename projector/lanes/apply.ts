@@ -3,33 +3,33 @@
 // after it returns, so every effect is in a committed file before its offset is.
 import { readdirSync, statSync } from 'node:fs'
 import type { Logger } from 'pino'
-import { parseOrganizationFileName, type Generation } from '../src/layout.ts'
-import { openForWriting } from '../src/sqlite.ts'
+import { parseOrganizationFileName, type Generation } from '../../src/layout.ts'
+import { openForWriting } from '../../src/sqlite.ts'
 import {
   buildInParallel,
   type BuildJob,
   type BuildResult,
   type BuiltOrganization,
 } from './build-pool.ts'
-import { cacheShares, MIN_CACHE_KIB } from './cache-budget.ts'
+import { cacheShares, MIN_CACHE_KIB } from '../storage/cache-budget.ts'
 import { collectGarbage } from './collect-garbage.ts'
 import {
   openControlFile,
   readOrganizationFiles,
   type ControlEvent,
   type ControlFile,
-} from './control-file.ts'
-import { classifyRecord } from './classify.ts'
-import { laterCommit, type BadEventReason, type SourceRecord } from './decode.ts'
-import type { DocumentKind, RefreshStats } from './documents/index.ts'
-import { restampAgainstLive } from './documents/restamp.ts'
+} from '../storage/control-file.ts'
+import { classifyRecord } from '../routing/classify.ts'
+import { laterCommit, type BadEventReason, type SourceRecord } from '../decode/decode.ts'
+import type { DocumentKind, RefreshStats } from '../documents/index.ts'
+import { restampAgainstLive } from '../documents/restamp.ts'
 import {
   openOrganizationFile,
   useOrganizationFile,
   type OrganizationEvent,
   type OrganizationFile,
-} from './organization-file.ts'
-import { nextStamp } from './stamp.ts'
+} from '../storage/organization-file.ts'
+import { nextStamp } from '../storage/stamp.ts'
 
 export interface DeadLetter {
   record: SourceRecord

@@ -1,5 +1,5 @@
 import { statSync } from 'node:fs'
-import type { SqliteDatabase } from '../src/sqlite.ts'
+import type { SqliteDatabase } from '../../src/sqlite.ts'
 
 /**
  * Keeps a file's write-ahead log bounded. With the api reading constantly, SQLite's automatic

@@ -16,7 +16,7 @@
 import { dirname } from 'node:path'
 import { Worker } from 'node:worker_threads'
 import type { Logger } from 'pino'
-import type { OrganizationTable } from '../schema/events.ts'
+import type { OrganizationTable } from '../../schema/events.ts'
 import {
   createApplier,
   loadRoundOver,
@@ -25,11 +25,11 @@ import {
   type DeadLetter,
 } from './apply.ts'
 import { typescriptWorkerSource } from './build-pool.ts'
-import { classifyRecord } from './classify.ts'
-import type { ControlEvent, ControlFile } from './control-file.ts'
-import { laterCommit, type SourceRecord } from './decode.ts'
-import type { RefreshStats } from './documents/index.ts'
-import { LaneAssignment, laneHint, type LaneHint } from './lane-hint.ts'
+import { classifyRecord } from '../routing/classify.ts'
+import type { ControlEvent, ControlFile } from '../storage/control-file.ts'
+import { laterCommit, type SourceRecord } from '../decode/decode.ts'
+import type { RefreshStats } from '../documents/index.ts'
+import { LaneAssignment, laneHint, type LaneHint } from '../routing/lane-hint.ts'
 import {
   ItemKind,
   type LaneAnswer,
@@ -37,8 +37,8 @@ import {
   type LaneOutcome,
   type LaneRequest,
 } from './lane-protocol.ts'
-import type { OrganizationEvent } from './organization-file.ts'
-import { FileSourceError, LineReader, type LineBatch } from './sources/file.ts'
+import type { OrganizationEvent } from '../storage/organization-file.ts'
+import { FileSourceError, LineReader, type LineBatch } from '../decode/file-line.ts'
 
 const laneSource = typescriptWorkerSource(new URL('./lane.ts', import.meta.url))
 

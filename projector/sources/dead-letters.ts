@@ -3,7 +3,7 @@
 // partition moves on. Columns that are never stored are removed from them too.
 import { appendFileSync } from 'node:fs'
 import type { Logger } from 'pino'
-import type { DeadLetter } from './apply.ts'
+import type { DeadLetter } from '../lanes/apply.ts'
 
 const NEVER_STORED_COLUMNS = ['ssn', 'internal_notes', 'storage_key']
 

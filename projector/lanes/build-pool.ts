@@ -8,7 +8,7 @@
 import { createRequire } from 'node:module'
 import { pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
-import type { RefreshStats } from './documents/index.ts'
+import type { RefreshStats } from '../documents/index.ts'
 
 // The worker is TypeScript, as this module is. Since Node 20.6 a worker does not inherit tsx's
 // loader, nor take it from `execArgv` (privatenumber/tsx#354), so its first lines register tsx's

@@ -4,9 +4,9 @@
 // never overwrites a newer one.
 import { getTableColumns } from 'drizzle-orm'
 import { getTableConfig, type SQLiteTable } from 'drizzle-orm/sqlite-core'
-import { unavailable, type SourceTable } from '../schema/events.ts'
-import { preparedOnUse, type SqliteDatabase } from '../src/sqlite.ts'
-import type { Position, RowChange } from './decode.ts'
+import { unavailable, type SourceTable } from '../../schema/events.ts'
+import { preparedOnUse, type SqliteDatabase } from '../../src/sqlite.ts'
+import type { Position, RowChange } from '../decode/decode.ts'
 
 export type MirrorRow = Record<string, unknown>
 

@@ -2,9 +2,9 @@
 // bytes (the events' values, or the file's lines) and one array of numbers, ITEM_FIELDS per item,
 // in the order the events came: structured clone copies a few large arrays far faster than
 // thousands of small objects. The rare events the main thread decoded itself travel as objects.
-import type { BadEventReason, SourceRecord } from './decode.ts'
-import type { RefreshStats } from './documents/index.ts'
-import type { OrganizationEvent } from './organization-file.ts'
+import type { BadEventReason, SourceRecord } from '../decode/decode.ts'
+import type { RefreshStats } from '../documents/index.ts'
+import type { OrganizationEvent } from '../storage/organization-file.ts'
 
 export const ItemKind = {
   /** Bytes to decode: an upsert of the organization its bytes named (lane-hint.ts). */

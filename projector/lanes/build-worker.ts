@@ -4,9 +4,9 @@
 import Database from 'better-sqlite3'
 import { existsSync } from 'node:fs'
 import { parentPort } from 'node:worker_threads'
-import { priorStampsFrom } from './documents/prior-stamps.ts'
+import { priorStampsFrom } from '../documents/prior-stamps.ts'
 import { messageOf, type BuildJob, type BuildResult } from './build-pool.ts'
-import { openOrganizationFile } from './organization-file.ts'
+import { openOrganizationFile } from '../storage/organization-file.ts'
 
 function build(job: BuildJob): BuildResult {
   const started = process.hrtime.bigint()

@@ -9,7 +9,7 @@
 // `{"schema":S,"payload":P}`, whose full parse is `{schema: S, payload: P}`. Anything else (another
 // schema version, extra keys, whitespace, the bare envelope, invalid JSON) returns undefined: the
 // caller parses in full, and may `learn` from the result.
-import { keepLongIntegers } from '../schema/events.ts'
+import { keepLongIntegers } from '../../schema/events.ts'
 
 /** A learned prefix: its bytes (and text), and the schema it stands for, parsed once. */
 export interface WrapperPrefix {

@@ -2,7 +2,7 @@
 // only the document build: the mirror itself reads and writes rows by id. While a file's
 // documents wait for the end of an initial load, each row's insert into them was a random B-tree
 // insert per index (uuid keys); created once before the build, each is one sort.
-import type { SqliteDatabase } from '../src/sqlite.ts'
+import type { SqliteDatabase } from '../../src/sqlite.ts'
 
 /** replica_meta's record of the indexes set aside: their CREATE statements, as JSON. */
 const META_KEY = 'deferred_indexes'

@@ -4,7 +4,7 @@
 import Database from 'better-sqlite3'
 import { existsSync } from 'node:fs'
 import type { Generation } from '../../src/layout.ts'
-import { readOrganizationFiles } from '../control-file.ts'
+import { readOrganizationFiles } from './control-file.ts'
 import { priorStampsFrom, type PriorStamp } from '../documents/index.ts'
 
 export interface PriorGeneration {

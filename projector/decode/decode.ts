@@ -15,7 +15,7 @@ import {
   neverStoredTables,
   type SourceRow,
   type SourceTable,
-} from '../schema/events.ts'
+} from '../../schema/events.ts'
 import { WrapperPrefixes } from './wrapped-json.ts'
 
 /** One Kafka record, from Kafka itself or from a line of an NDJSON file. */

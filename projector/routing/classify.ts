@@ -2,10 +2,10 @@
 // for an organization's file. Shared by the one-thread applier (apply.ts), which then routes each
 // event at once, and the lanes' main thread (lanes.ts), which routes after the batch's routes are
 // read. Pure.
-import { controlTables } from '../schema/events.ts'
-import type { ControlEvent } from './control-file.ts'
-import { decodeRecord, type BadEventReason, type SourceRecord } from './decode.ts'
-import type { OrganizationEvent } from './organization-file.ts'
+import { controlTables } from '../../schema/events.ts'
+import type { ControlEvent } from '../storage/control-file.ts'
+import { decodeRecord, type BadEventReason, type SourceRecord } from '../decode/decode.ts'
+import type { OrganizationEvent } from '../storage/organization-file.ts'
 
 export type ClassifiedRecord =
   | { kind: 'skipped' }

@@ -4,11 +4,11 @@
 // answers each request in order. Started by lanes.ts; every request gets one answer.
 import Database from 'better-sqlite3'
 import { parentPort, workerData } from 'node:worker_threads'
-import type { OrganizationTable } from '../schema/events.ts'
-import { generation as generationAt } from '../src/layout.ts'
-import { cacheShares } from './cache-budget.ts'
-import { decodeRecord, laterCommit, type RowChange, type SourceRecord } from './decode.ts'
-import type { RefreshStats } from './documents/index.ts'
+import type { OrganizationTable } from '../../schema/events.ts'
+import { generation as generationAt } from '../../src/layout.ts'
+import { cacheShares } from '../storage/cache-budget.ts'
+import { decodeRecord, laterCommit, type RowChange, type SourceRecord } from '../decode/decode.ts'
+import type { RefreshStats } from '../documents/index.ts'
 import {
   ITEM_FIELDS,
   ItemKind,
@@ -22,9 +22,9 @@ import {
   useOrganizationFile,
   type OrganizationEvent,
   type OrganizationFile,
-} from './organization-file.ts'
-import { openPriorGeneration } from './rebuild/prior-stamps.ts'
-import { FileSourceError, LineReader } from './sources/file.ts'
+} from '../storage/organization-file.ts'
+import { openPriorGeneration } from '../storage/prior-stamps.ts'
+import { FileSourceError, LineReader } from '../decode/file-line.ts'
 
 const options = workerData as LaneOptions
 /** Events decoded before they are applied, in an initial load (`applyDecoded`). */

@@ -3,10 +3,15 @@
 // its key reach the right file, and the replica's readiness.
 import Database from 'better-sqlite3'
 import { existsSync } from 'node:fs'
-import * as tables from '../schema/control-db.ts'
-import type { ControlTable, OrganizationTable } from '../schema/events.ts'
-import { heldTransaction, openForWriting, setCacheKiB, type SqliteDatabase } from '../src/sqlite.ts'
-import type { RowChange } from './decode.ts'
+import * as tables from '../../schema/control-db.ts'
+import type { ControlTable, OrganizationTable } from '../../schema/events.ts'
+import {
+  heldTransaction,
+  openForWriting,
+  setCacheKiB,
+  type SqliteDatabase,
+} from '../../src/sqlite.ts'
+import type { RowChange } from '../decode/decode.ts'
 import { createMirror, type MirrorChange } from './mirror.ts'
 import type { Origin, Tally } from './organization-file.ts'
 import { boundWal } from './wal.ts'

@@ -1,22 +1,22 @@
 // One organization's file as the projector writes it: the mirror rows, the documents built from
 // them, and the Kafka offsets applied, all committed in one transaction per batch.
 import { existsSync, renameSync, writeFileSync } from 'node:fs'
-import * as tables from '../schema/organization-db.ts'
-import type { OrganizationTable } from '../schema/events.ts'
+import * as tables from '../../schema/organization-db.ts'
+import type { OrganizationTable } from '../../schema/events.ts'
 import {
   heldTransaction,
   openForWriting,
   setCacheKiB,
   useJournal,
   type SqliteDatabase,
-} from '../src/sqlite.ts'
-import type { RowChange } from './decode.ts'
+} from '../../src/sqlite.ts'
+import type { RowChange } from '../decode/decode.ts'
 import {
   createDocumentRefresher,
   type DocumentKind,
   type MirrorChange as DocumentsMirrorChange,
   type RefreshStats,
-} from './documents/index.ts'
+} from '../documents/index.ts'
 import { createMirror, type ApplyOutcome, type MirrorChange } from './mirror.ts'
 import { coalesce } from './coalesce.ts'
 import { nextStamp } from './stamp.ts'
