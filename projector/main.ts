@@ -13,6 +13,7 @@ import { createLogger } from '../src/log.ts'
 import { createProgress } from '../src/progress.ts'
 import { FileSourceError } from './decode/file-line.ts'
 import { createProjector } from './projector.ts'
+import { isDiskFull } from './storage/disk-space.ts'
 import { RebuildStopped } from './rebuild/aside.ts'
 import { reportJson, reportTable } from './rebuild/report.ts'
 import { rebuildAside, RebuildRefused } from './rebuild/run.ts'
@@ -194,6 +195,12 @@ async function rebuildAsideCommand(
     }
     if (error instanceof RebuildStopped) {
       process.stderr.write(`projector: ${error.message}; nothing was swapped\n`)
+      return 1
+    }
+    if (isDiskFull(error)) {
+      process.stderr.write(
+        `projector: the disk under ${config.dataDir} filled during the rebuild; nothing was swapped, and what was built aside is removed\n`,
+      )
       return 1
     }
     throw error

@@ -113,6 +113,12 @@ export async function buildAside(deps: AsideBuildDeps): Promise<AsideBuild> {
         if (applier.caughtUp) finish()
         else fail(new RebuildStopped('the rebuild was stopped'))
       },
+      // A build aside that cannot apply a batch (a full disk, a lane's failure) ends: redelivered
+      // by kafkajs, the batch would fail again, and again, until someone noticed the hang.
+      onFatal: (error) => {
+        fail(error)
+        return true
+      },
     })
     const stop = () => {
       applier.stopBuilding()

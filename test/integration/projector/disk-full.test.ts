@@ -6,23 +6,35 @@
 import Database from 'better-sqlite3'
 import type { Producer } from 'kafkajs'
 import { execFileSync } from 'node:child_process'
-import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs'
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  rmSync,
+  writeSync,
+} from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { compareDocumentFiles, hasDifferences } from '../../../projector/documents/compare.ts'
 import { createProjector, type Projector } from '../../../projector/projector.ts'
+import { rebuildAside } from '../../../projector/rebuild/run.ts'
+import { readOrganizationFiles } from '../../../projector/storage/control-file.ts'
+import { isDiskFull } from '../../../projector/storage/disk-space.ts'
 import { loadProjectorConfig } from '../../../src/config.ts'
 import { currentGeneration } from '../../../src/layout.ts'
 import { kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
 import { ORG_A, organizationRow, providerRow, record, uuid } from '../../support/debezium.ts'
 
-/** A 32 MB tmpfs, or why there cannot be one here. */
+/** A 160 MB tmpfs (a rebuild's pre-check wants 64 MB free), or why there cannot be one here. */
 function mountSmallDisk(): { path: string } | { refused: string } {
   const path = mkdtempSync(join(tmpdir(), 'replica-small-disk-'))
   try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=32m', 'tmpfs', path], { stdio: 'pipe' })
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=160m', 'tmpfs', path], { stdio: 'pipe' })
     return { path }
   } catch (error) {
     rmSync(path, { recursive: true, force: true })
@@ -67,13 +79,17 @@ async function produce(records: ReturnType<typeof record>[]): Promise<void> {
   }
 }
 
-function projectorFor(dataDir: string, groupId: string): Projector {
-  const config = loadProjectorConfig({
+function configFor(dataDir: string, groupId: string) {
+  return loadProjectorConfig({
     DATA_DIR: dataDir,
     KAFKA_BROKERS: kafka.brokers.join(','),
     KAFKA_GROUP_ID: groupId,
     ADMIN_PORT: '0',
   })
+}
+
+function projectorFor(dataDir: string, groupId: string): Projector {
+  const config = configFor(dataDir, groupId)
   return createProjector({ config, logger: pino({ level: process.env.TEST_LOG ?? 'silent' }) })
 }
 
@@ -81,13 +97,14 @@ async function eventually<T>(
   what: string,
   probe: () => T | undefined | Promise<T | undefined>,
   timeoutMs = 90_000,
+  intervalMs = 200,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const value = await probe()
     if (value !== undefined) return value
     if (Date.now() > deadline) throw new Error(`${what}: not reached in ${timeoutMs} ms`)
-    await new Promise((r) => setTimeout(r, 200))
+    await new Promise((r) => setTimeout(r, intervalMs))
   }
 }
 
@@ -103,7 +120,12 @@ async function metric(projector: Projector, name: string): Promise<number | unde
 }
 
 function organizationFile(dataDir: string): string {
-  return currentGeneration(dataDir)!.organizationPath(ORG_A)
+  return currentGeneration(dataDir)!.organizationPath(ORG_A, servedFile(dataDir))
+}
+
+/** The file control.db serves the organization from (a rebuild's swap names a new one). */
+function servedFile(dataDir: string): string | undefined {
+  return readOrganizationFiles(currentGeneration(dataDir)!.controlPath).get(ORG_A)
 }
 
 function providerIds(dataDir: string): string[] {
@@ -201,6 +223,38 @@ describe.skipIf('refused' in disk)('a full disk under DATA_DIR', () => {
           : undefined,
       )
       expect(await metric(projector, 'replica_projector_disk_full')).toBe(0)
+
+      // A per-organization rebuild whose disk fills after its pre-check: it fails, swaps nothing,
+      // removes what it built; once there is room again, the same rebuild goes through.
+      const config = configFor(dataDir, groupId)
+      const rebuildsDir = join(dataDir, 'rebuilds')
+      const fileBefore = servedFile(dataDir)
+      const failing = rebuildAside(
+        { config, logger: pino({ level: 'silent' }) },
+        { organizations: [ORG_A], dryRun: false },
+      ).then(
+        () => undefined,
+        (error: unknown) => error,
+      )
+      await eventually(
+        'the rebuild to begin building aside',
+        () => (existsSync(rebuildsDir) && readdirSync(rebuildsDir).length > 0 ? true : undefined),
+        60_000,
+        5,
+      )
+      const secondBallast = fillDisk((disk as { path: string }).path)
+      expect(isDiskFull(await failing)).toBe(true)
+      rmSync(secondBallast)
+      expect(readdirSync(rebuildsDir)).toEqual([])
+      expect(existsSync(join(dataDir, 'rebuild.lock'))).toBe(false)
+      expect(servedFile(dataDir)).toBe(fileBefore)
+      expect(providerIds(dataDir)).toHaveLength(420)
+      await rebuildAside(
+        { config, logger: pino({ level: 'silent' }) },
+        { organizations: [ORG_A], dryRun: false },
+      )
+      expect(servedFile(dataDir)).not.toBe(fileBefore)
+      expect(providerIds(dataDir)).toHaveLength(420)
     } finally {
       await projector.stop()
     }

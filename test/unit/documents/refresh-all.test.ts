@@ -398,7 +398,8 @@ const mirror = [...edgeCases(), ...randomMirror(7)]
 // Pages of one row, pages that end inside runs of children, and the default.
 const pageSizes = [1, 2, 7, undefined]
 
-describe('refreshAll', () => {
+// CPU-bound: 10 s on a quiet machine, over 30 s beside other test runs.
+describe('refreshAll', { timeout: 120_000 }, () => {
   it('writes byte for byte the documents the per-batch refresh writes', () => {
     const batch = open()
     apply(batch, mirror)
