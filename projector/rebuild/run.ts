@@ -51,8 +51,6 @@ export interface AsideRebuildDeps {
   clock?: () => Date
   onProgress?: (done: number, total: number) => void
   signal?: AbortSignal
-  /** How long to wait for the live projector to take the rebuilt files. */
-  handoverTimeoutMs?: number
 }
 
 export interface AsideRebuildOptions {
@@ -178,7 +176,7 @@ async function handOver(
     })
     waiting.set(report.organizationId, file)
   }
-  const deadline = performance.now() + (deps.handoverTimeoutMs ?? 300_000)
+  const deadline = performance.now() + (deps.config.handoverTimeoutMs)
   while (waiting.size > 0) {
     const files = readOrganizationFiles(live.controlPath)
     for (const [organizationId, file] of waiting) {
