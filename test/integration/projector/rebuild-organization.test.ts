@@ -306,6 +306,7 @@ describe('rebuilds built aside', { timeout: 300_000 }, () => {
   })
 
   it('refuses, in one line and exit 2, what it cannot do, touching nothing', async () => {
+    const before = fileDigest(livePath(ORG_A))
     const scratch = mkdtempSync(join(tmpdir(), 'replica-rebuild-refusals-'))
     try {
       const empty = join(scratch, 'empty')
@@ -345,6 +346,20 @@ describe('rebuilds built aside', { timeout: 300_000 }, () => {
     } finally {
       rmSync(scratch, { recursive: true, force: true })
     }
+
+    // Kafka unreachable: refused before the lock and the scratch folder, not after a replay.
+    const unreachable = await runEntry('projector/main.ts', ['--rebuild', '--org', ORG_A], {
+      ...projectorEnv(),
+      KAFKA_BROKERS: '127.0.0.1:1',
+    })
+    expect(unreachable.code, unreachable.stderr).toBe(2)
+    expect(unreachable.stderr.trim()).toMatch(
+      /^projector: cannot reach Kafka at 127\.0\.0\.1:1 \(KAFKA_BROKERS\): [^\n]+$/,
+    )
+    expect(existsSync(join(dataDir, 'rebuild.lock'))).toBe(false)
+    const rebuilds = join(dataDir, 'rebuilds')
+    expect(existsSync(rebuilds) ? readdirSync(rebuilds) : []).toEqual([])
+    expect(fileDigest(livePath(ORG_A))).toBe(before)
 
     const unknown = await rebuild(['--org', uuid(777)])
     expect(unknown.code).toBe(2)
