@@ -6,7 +6,16 @@
 import Database from 'better-sqlite3'
 import { spawn } from 'node:child_process'
 import { createHash, randomUUID } from 'node:crypto'
-import { existsSync, mkdirSync, readdirSync, readFileSync, watch } from 'node:fs'
+import {
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  watch,
+  writeFileSync,
+} from 'node:fs'
+import { hostname } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -229,6 +238,14 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     await pipeline.eventually('the change to wait in Kafka', async () =>
       (await consumerLag(pipeline.kafka.brokers, 'e2e-replica')) > 0 ? true : undefined,
     )
+    // With no projector to apply it, the wait ends at VERIFY_CATCH_UP_TIMEOUT_MS: refused, not
+    // reported as drift (30 s: time for Debezium's evidence, a heartbeat every 10 s, first).
+    const timedOut = await verify([], { VERIFY_CATCH_UP_TIMEOUT_MS: '30000' })
+    expect(timedOut.code, timedOut.stderr).toBe(2)
+    expect(timedOut.stdout).toBe('')
+    expect(timedOut.stderr.trim()).toMatch(
+      /^verify: the replica is still [1-9]\d* change events? behind the snapshot after 30 s: is the projector running\? \(VERIFY_CATCH_UP_TIMEOUT_MS\)$/,
+    )
     const running = verifyJson()
     // Its scratch folder is made once the snapshot is taken: the projector is still stopped then.
     const verifyDir = join(pipeline.dataDir, 'verify')
@@ -260,6 +277,22 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     expect(partial.stderr.trim()).toMatch(
       /^verify: role replica_verify_partial lacks SELECT on public\.documents \(column \w+\) of .* \(GRANT SELECT ON public\.documents TO replica_verify_partial\)$/,
     )
+
+    const empty = join(pipeline.workDir, 'no-replica')
+    mkdirSync(empty)
+    const noReplica = await verify([], { DATA_DIR: empty })
+    expect(noReplica.code).toBe(2)
+    expect(noReplica.stderr.trim()).toBe(
+      `verify: ${empty} holds no replica to verify (no CURRENT generation)`,
+    )
+    expect(readdirSync(empty)).toEqual([])
+
+    const noKafka = await verify(['--repair'], { KAFKA_BROKERS: '127.0.0.1:1' })
+    expect(noKafka.code).toBe(2)
+    expect(noKafka.stderr.trim()).toMatch(
+      /^verify: cannot reach Kafka at 127\.0\.0\.1:1 \(KAFKA_BROKERS\), needed to tell lag from drift: [^\n]+$/,
+    )
+    expect(existsSync(join(pipeline.dataDir, 'rebuild.lock'))).toBe(false)
 
     const noUrl = await verify([], { DATABASE_URL: '' })
     expect(noUrl.code).toBe(2)
@@ -363,6 +396,31 @@ describe('npm run verify', { timeout: 300_000 }, () => {
   it('--repair rebuilds the drifted organization; verify then finds no drift, and undrifted documents keep updatedAt', async () => {
     const before = stamps(a.organizationId, 'doc_providers')
     const otherBefore = digest(livePath(b.organizationId))
+    const driftedBefore = digest(livePath(a.organizationId))
+
+    // While another rebuild holds the lock (a live process on this host: this one), --repair
+    // finds the drift and refuses to rebuild, touching nothing.
+    const lock = join(pipeline.dataDir, 'rebuild.lock')
+    const holder = {
+      pid: process.pid,
+      host: hostname(),
+      command: 'rebuild --org (the test)',
+      since: new Date().toISOString(),
+    }
+    writeFileSync(lock, `${JSON.stringify(holder)}\n`, { flag: 'wx' })
+    try {
+      const locked = await verify(['--repair'])
+      expect(locked.code, locked.stdout).toBe(2)
+      expect(locked.stdout).toBe('')
+      expect(locked.stderr.trim()).toBe(
+        `verify: another rebuild is running: pid ${process.pid} on ${holder.host}, running '${holder.command}' since ${holder.since}`,
+      )
+      expect(digest(livePath(a.organizationId))).toBe(driftedBefore)
+      expect(readFileSync(lock, 'utf8')).toBe(`${JSON.stringify(holder)}\n`)
+    } finally {
+      rmSync(lock, { force: true })
+    }
+
     const { code, report } = await verifyJson(['--repair'])
     expect(code).toBe(0)
     expect(report.drift).toBe(true)
