@@ -4,7 +4,9 @@
 import { createHash } from 'node:crypto'
 import {
   cpSync,
+  existsSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   statSync,
@@ -13,7 +15,6 @@ import {
 } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { readOrganizationFiles } from '../../../projector/control-file.ts'
 import type { RebuildReport } from '../../../projector/rebuild/report.ts'
@@ -122,7 +123,8 @@ describe('operators rebuild from the topics', { timeout: 300_000 }, () => {
         if (poller.state.failures.length > 0) throw new Error(poller.state.failures.join('\n'))
       return pollers.every((p) => p.state.sent.length >= 12) ? true : undefined
     })
-    await sleep(500)
+    // A whole pass after that: every poller is at the end of its list, nothing left to send.
+    await Promise.all(pollers.map((poller) => poller.settled()))
     for (const poller of pollers) poller.take()
     const other = livePath(b.id)
     const otherBefore = { digest: digest(other), mtimeMs: statSync(other).mtimeMs }
@@ -134,10 +136,27 @@ describe('operators rebuild from the topics', { timeout: 300_000 }, () => {
       operatorEnv(),
       240_000,
     )
-    // A row changes in PostgreSQL while the organization is being rebuilt.
-    await sleep(2_000)
+    // A row changes in PostgreSQL while the organization is being rebuilt: once its replay has
+    // begun (its scratch folder), before it asks for the swap (no hand-over request yet).
+    const rebuilds = join(pipeline.dataDir, 'rebuilds')
+    const requested = () =>
+      ['json', 'taking'].some((state) =>
+        existsSync(join(currentGeneration(pipeline.dataDir)!.handoversDir, `${a.id}.${state}`)),
+      )
+    await pipeline.eventually(
+      'the rebuild to be replaying the topics',
+      () =>
+        Promise.resolve(
+          existsSync(rebuilds) && readdirSync(rebuilds).length > 0 && !requested()
+            ? true
+            : undefined,
+        ),
+      { timeoutMs: 120_000, intervalMs: 10 },
+    )
     const changed = a.providers[1]!
     await updateRow(pipeline.sql, 'providers', changed, { last_name: 'Changed During Rebuild' })
+    // Committed before the swap: the live file was still the one being replaced.
+    expect(livePath(a.id)).toBe(fileBefore)
     const run = await running
     expect(run.code, run.stderr).toBe(0)
     const report = JSON.parse(run.stdout) as RebuildReport
@@ -149,7 +168,8 @@ describe('operators rebuild from the topics', { timeout: 300_000 }, () => {
       const provider = await client.detail<{ lastName: string }>(`/providers/${changed}`)
       return provider?.lastName === 'Changed During Rebuild' ? true : undefined
     })
-    await sleep(1_000)
+    // Each poller has seen what is served now (a whole pass after it), so anything re-sent is in.
+    await Promise.all(pollers.map((poller) => poller.settled()))
     for (const poller of pollers) await poller.stop()
 
     expect(pollers[0]!.state.failures).toEqual([])
