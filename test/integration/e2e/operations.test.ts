@@ -19,7 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { readOrganizationFiles } from '../../../projector/control-file.ts'
 import type { RebuildReport } from '../../../projector/rebuild/report.ts'
 import { currentGeneration } from '../../../src/layout.ts'
-import { Pipeline, TOPIC_PREFIX } from '../../support/e2e.ts'
+import { Pipeline, startProjector, TOPIC_PREFIX } from '../../support/e2e.ts'
 import {
   insertApiKey,
   insertEnrollment,
@@ -246,5 +246,99 @@ describe('operators rebuild from the topics', { timeout: 300_000 }, () => {
       240_000,
     )
     expect(unchanged.code, unchanged.stdout).toBe(0)
+  })
+
+  it('a whole --rebuild beside the live projector, clients polling and rows changing: no change lost, none re-sent', async () => {
+    const [a, b] = organizations as [Organization, Organization]
+    const pollers = [a, b].map((organization) =>
+      pollProviders((path) => pipeline.client(organization.key).get(path), {
+        limit: 5,
+        pauseMs: 100,
+      }),
+    )
+    await pipeline.eventually('both pollers to have every provider', async () => {
+      for (const poller of pollers)
+        if (poller.state.failures.length > 0) throw new Error(poller.state.failures.join('\n'))
+      return pollers.every((p) => p.state.sent.length >= a.providers.length) ? true : undefined
+    })
+    await Promise.all(pollers.map((poller) => poller.settled()))
+    for (const poller of pollers) poller.take()
+    const live = pipeline.projector!
+    const before = currentGeneration(pipeline.dataDir)!.name
+    const generations = join(pipeline.dataDir, 'generations')
+
+    const rebuilding = await startProjector({
+      brokers: pipeline.kafka.brokers,
+      dataDir: pipeline.dataDir,
+      groupId: 'e2e-replica',
+      logDir: pipeline.workDir,
+      label: `rebuilding-projector-${Date.now()}`,
+      args: ['--rebuild'],
+    })
+    try {
+      // Its generation exists and the api still serves the old one: the rebuild has begun and
+      // not swapped. Rows change in both organizations now, one of them new.
+      await pipeline.eventually(
+        'the rebuild to have begun its generation',
+        () =>
+          Promise.resolve(
+            readdirSync(generations).some((name) => name !== before) ? true : undefined,
+          ),
+        { timeoutMs: 120_000, intervalMs: 10 },
+      )
+      const during = {
+        a: [a.providers[2]!, a.providers[3]!],
+        b: [b.providers[4]!],
+      }
+      for (const id of during.a) {
+        await updateRow(pipeline.sql, 'providers', id, { last_name: 'During Whole Rebuild' })
+      }
+      await updateRow(pipeline.sql, 'providers', during.b[0]!, {
+        last_name: 'During Whole Rebuild',
+      })
+      const added = await insertProvider(pipeline.sql, a.id, {
+        first_name: 'Added',
+        last_name: 'During Whole Rebuild',
+      })
+      during.a.push(added.id)
+      expect(currentGeneration(pipeline.dataDir)!.name).toBe(before)
+
+      // Caught up, it publishes its generation: the api moves to it. Then the old projector is
+      // stopped, as README says, and the rebuilt one goes on alone.
+      await pipeline.eventually(
+        'the rebuilt generation to be served',
+        () =>
+          Promise.resolve(currentGeneration(pipeline.dataDir)!.name !== before ? true : undefined),
+        { timeoutMs: 180_000, intervalMs: 100 },
+      )
+      await live.stop()
+      pipeline.projector = rebuilding
+      const after = b.providers[5]!
+      await updateRow(pipeline.sql, 'providers', after, { last_name: 'After Whole Rebuild' })
+
+      const served = async (organization: Organization, id: string) =>
+        (await pipeline.client(organization.key).detail<{ lastName: string }>(`/providers/${id}`))
+          ?.lastName
+      await pipeline.eventually('every change to be served by the rebuilt generation', async () => {
+        for (const id of during.a)
+          if ((await served(a, id)) !== 'During Whole Rebuild') return undefined
+        if ((await served(b, during.b[0]!)) !== 'During Whole Rebuild') return undefined
+        return (await served(b, after)) === 'After Whole Rebuild' ? true : undefined
+      })
+      await Promise.all(pollers.map((poller) => poller.settled()))
+      for (const poller of pollers) await poller.stop()
+
+      expect(pollers[0]!.state.failures).toEqual([])
+      expect(pollers[1]!.state.failures).toEqual([])
+      // Each change sent once, and nothing else: the rebuilt generation kept every other stamp.
+      expect(pollers[0]!.take().sort()).toEqual([...during.a].sort())
+      expect(pollers[1]!.take().sort()).toEqual([during.b[0]!, after].sort())
+      expect(await pipeline.client(a.key).list<{ id: string }>('/providers')).toHaveLength(
+        a.providers.length + 1,
+      )
+    } finally {
+      for (const poller of pollers) await poller.stop()
+      if (pipeline.projector !== rebuilding) await rebuilding.stop()
+    }
   })
 })
