@@ -114,7 +114,7 @@ function controlRows(
 
 /** Waits until the live projector has taken the request, or withdraws it (exit 2). */
 async function taken(deps: RepairControlDeps): Promise<'done' | 'stale' | 'rejected'> {
-  const deadline = performance.now() + (deps.config.handoverTimeoutMs)
+  const deadline = performance.now() + deps.config.handoverTimeoutMs
   for (;;) {
     const state = controlRepairState(deps.live)
     if (state !== 'waiting') return state
