@@ -266,6 +266,7 @@ describe('operators rebuild from the topics', { timeout: 300_000 }, () => {
     const live = pipeline.projector!
     const before = currentGeneration(pipeline.dataDir)!.name
     const generations = join(pipeline.dataDir, 'generations')
+    const existing = new Set(readdirSync(generations))
 
     const rebuilding = await startProjector({
       brokers: pipeline.kafka.brokers,
@@ -282,7 +283,7 @@ describe('operators rebuild from the topics', { timeout: 300_000 }, () => {
         'the rebuild to have begun its generation',
         () =>
           Promise.resolve(
-            readdirSync(generations).some((name) => name !== before) ? true : undefined,
+            readdirSync(generations).some((name) => !existing.has(name)) ? true : undefined,
           ),
         { timeoutMs: 120_000, intervalMs: 10 },
       )
