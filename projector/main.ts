@@ -37,7 +37,7 @@ const usage = `usage: npm run projector [-- --from-file FILE | --rebuild [--org 
 
 Configuration is by environment: DATA_DIR, KAFKA_BROKERS, KAFKA_GROUP_ID, TOPIC_PREFIX, LOG_LEVEL,
 ADMIN_HOST, ADMIN_PORT, DEAD_LETTER_TOPIC, WAL_CHECKPOINT_BYTES, OPEN_FILES_MAX,
-PROGRESS_INTERVAL_MS (see README). --from-file and --rebuild show their progress: a bar on stderr
+PROGRESS_INTERVAL_MS, HANDOVER_TIMEOUT_MS (--rebuild --org; see README). --from-file and --rebuild show their progress: a bar on stderr
 when it is a terminal, else a log line every PROGRESS_INTERVAL_MS.`
 
 async function main(): Promise<number> {

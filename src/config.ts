@@ -81,6 +81,9 @@ const projectorEnv = z.object({
   LANES: positiveInt.max(64, 'must be at most 64').default(availableParallelism()),
   // Between two progress log lines of a long command when stderr is not a terminal (src/progress.ts).
   PROGRESS_INTERVAL_MS: positiveInt.default(5_000),
+  // How long `--rebuild --org` and `verify --repair` wait for the live projector to take what they
+  // hand over before they withdraw it (exit 2, nothing swapped): 5 minutes.
+  HANDOVER_TIMEOUT_MS: positiveInt.default(300_000),
 })
 
 export type ProjectorConfig = {
@@ -96,6 +99,7 @@ export type ProjectorConfig = {
   documentBuildWorkers: number
   lanes: number
   progressIntervalMs: number
+  handoverTimeoutMs: number
 }
 
 /**
@@ -246,6 +250,7 @@ export function loadProjectorConfig(env: Env): ProjectorConfig {
     documentBuildWorkers: e.DOCUMENT_BUILD_WORKERS,
     lanes: e.LANES,
     progressIntervalMs: e.PROGRESS_INTERVAL_MS,
+    handoverTimeoutMs: e.HANDOVER_TIMEOUT_MS,
   }
 }
 

@@ -1,8 +1,9 @@
 // The operators' rebuild commands that build aside: a per-organization rebuild (`--rebuild --org`)
 // and a dry run (`--rebuild --dry-run`, whole or per organization).
 //
-//   1. checks first, touching nothing: a replica to rebuild, the organizations known to it, no
-//      other rebuild running (a lock naming its holder), the disk space the files built aside need;
+//   1. checks first, touching nothing: a replica to rebuild, the organizations known to it, Kafka
+//      reachable, no other rebuild running (a lock naming its holder), the disk space the files
+//      built aside need;
 //   2. replays every change topic into DATA_DIR/rebuilds/<run>/ (aside.ts), keeping only the
 //      organizations asked for;
 //   3. compares each rebuilt file with the live one, by served content (documents/compare.ts);
@@ -23,6 +24,7 @@ import {
 } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
+import { Kafka, logLevel as kafkaLogLevel } from 'kafkajs'
 import type { Logger } from 'pino'
 import type { ProjectorConfig } from '../../src/config.ts'
 import {
@@ -51,8 +53,6 @@ export interface AsideRebuildDeps {
   clock?: () => Date
   onProgress?: (done: number, total: number) => void
   signal?: AbortSignal
-  /** How long to wait for the live projector to take the rebuilt files. */
-  handoverTimeoutMs?: number
 }
 
 export interface AsideRebuildOptions {
@@ -87,6 +87,10 @@ export async function rebuildAside(
       throw new RebuildRefused('the replica has not caught up yet: rebuild it whole, or wait')
     }
   }
+
+  // Checked before the lock and the scratch folder: otherwise kafkajs's retries end, half a
+  // minute later, in a stack-less error and exit 1.
+  await checkKafka(config)
 
   const command = `rebuild${options.dryRun ? ' --dry-run' : ''}${wanted ? ` --org ${[...wanted].join(',')}` : ''}`
   const lock = acquireRebuildLock(config.dataDir, command, clock())
@@ -178,7 +182,7 @@ async function handOver(
     })
     waiting.set(report.organizationId, file)
   }
-  const deadline = performance.now() + (deps.handoverTimeoutMs ?? 300_000)
+  const deadline = performance.now() + deps.config.handoverTimeoutMs
   while (waiting.size > 0) {
     const files = readOrganizationFiles(live.controlPath)
     for (const [organizationId, file] of waiting) {
@@ -203,6 +207,26 @@ async function handOver(
       )
     }
     await sleep(200)
+  }
+}
+
+/** Refuses (exit 2) when no broker of KAFKA_BROKERS answers: the replay could not begin. */
+async function checkKafka(config: ProjectorConfig): Promise<void> {
+  const admin = new Kafka({
+    clientId: config.kafka.clientId,
+    brokers: config.kafka.brokers,
+    logLevel: kafkaLogLevel.NOTHING,
+    connectionTimeout: 5_000,
+    retry: { retries: 2 },
+  }).admin()
+  try {
+    await admin.connect()
+  } catch (error) {
+    throw new RebuildRefused(
+      `cannot reach Kafka at ${config.kafka.brokers.join(',')} (KAFKA_BROKERS): ${(error as Error).message}`,
+    )
+  } finally {
+    await admin.disconnect().catch(() => undefined)
   }
 }
 

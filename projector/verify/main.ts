@@ -38,7 +38,7 @@ replica refuses, or documents that kept changing; 2 refused or cannot run (confi
 
 Configuration is by environment: DATABASE_URL (required), DATA_DIR, KAFKA_BROKERS, TOPIC_PREFIX,
 KAFKA_GROUP_ID, VERIFY_SLOT_NAME, VERIFY_PAGE_ROWS, VERIFY_CATCH_UP_TIMEOUT_MS,
-PROGRESS_INTERVAL_MS, LOG_LEVEL (see README).`
+HANDOVER_TIMEOUT_MS (--repair), PROGRESS_INTERVAL_MS, LOG_LEVEL (see README).`
 
 async function main(): Promise<number> {
   let args

@@ -29,8 +29,6 @@ export interface RepairControlDeps {
   logger: Logger
   live: Generation
   signal?: AbortSignal
-  /** How long to wait for the live projector to take the repair. */
-  handoverTimeoutMs?: number
 }
 
 /** Replaces control.db's rows of `organizations` (absent: all) with what their topics hold. */
@@ -116,7 +114,7 @@ function controlRows(
 
 /** Waits until the live projector has taken the request, or withdraws it (exit 2). */
 async function taken(deps: RepairControlDeps): Promise<'done' | 'stale' | 'rejected'> {
-  const deadline = performance.now() + (deps.handoverTimeoutMs ?? 300_000)
+  const deadline = performance.now() + deps.config.handoverTimeoutMs
   for (;;) {
     const state = controlRepairState(deps.live)
     if (state !== 'waiting') return state

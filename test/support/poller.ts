@@ -8,14 +8,20 @@ import { setTimeout as sleep } from 'node:timers/promises'
 export type GetText = (path: string) => Promise<{ status: number; text: string }>
 
 export interface Poller {
-  readonly state: { failures: string[]; sent: string[] }
+  /** `passes`: the passes completed, each from the watermark to the end of the list. */
+  readonly state: { failures: string[]; sent: string[]; passes: number }
   /** The ids sent since the last call. */
   take(): string[]
+  /**
+   * Resolves once the poller has completed a whole pass begun after this call: whatever was
+   * served when it was called has been seen by then. Throws on a failure, or after `timeoutMs`.
+   */
+  settled(timeoutMs?: number): Promise<void>
   stop(): Promise<void>
 }
 
 export function pollProviders(get: GetText, options: { limit: number; pauseMs: number }): Poller {
-  const state = { failures: [] as string[], sent: [] as string[] }
+  const state = { failures: [] as string[], sent: [] as string[], passes: 0 }
   let running = true
   let watermark = '1970-01-01T00:00:00.000Z'
   const loop = (async () => {
@@ -47,12 +53,23 @@ export function pollProviders(get: GetText, options: { limit: number; pauseMs: n
         }
       } while (cursor !== null)
       watermark = newest
+      state.passes++
       await sleep(options.pauseMs)
     }
   })()
   return {
     state,
     take: () => state.sent.splice(0),
+    async settled(timeoutMs = 60_000) {
+      // The pass under way may have begun before this call: the one after it has not.
+      const wanted = state.passes + 2
+      const deadline = Date.now() + timeoutMs
+      while (state.passes < wanted) {
+        if (state.failures.length > 0) throw new Error(state.failures.join('\n'))
+        if (Date.now() > deadline) throw new Error(`the poller did not settle in ${timeoutMs} ms`)
+        await sleep(20)
+      }
+    },
     async stop() {
       running = false
       await loop

@@ -179,6 +179,16 @@ describe('loadProjectorConfig', () => {
       /PROGRESS_INTERVAL_MS: /,
     )
   })
+
+  it('waits 5 minutes for a hand-over by default, configurable, and refuses 0 and a fraction', () => {
+    expect(loadProjectorConfig({}).handoverTimeoutMs).toBe(300_000)
+    expect(loadProjectorConfig({ HANDOVER_TIMEOUT_MS: '2000' }).handoverTimeoutMs).toBe(2_000)
+    for (const bad of ['0', '1.5', 'soon']) {
+      expect(() => loadProjectorConfig({ HANDOVER_TIMEOUT_MS: bad })).toThrow(
+        /HANDOVER_TIMEOUT_MS: /,
+      )
+    }
+  })
 })
 
 describe('loadVerifyConfig', () => {

@@ -114,6 +114,52 @@ describe('rate limits', () => {
         expect(await errorCode(limited)).toBe('rate_limited')
       }
     })
+
+    it('a limited key is served again once its window ends, Retry-After being the time left', async () => {
+      const windowMs = 4_000
+      const api = await startApi(replica.dataDir, {
+        env: {
+          REDIS_URL: redis.url,
+          RATE_LIMIT_PER_KEY: '2',
+          RATE_LIMIT_PER_ORGANIZATION: '100',
+          RATE_LIMIT_WINDOW_SECONDS: String(windowMs / 1000),
+        },
+      })
+      try {
+        const key = replica.key(org.id)
+        // The window opens with the first request counted: between these two instants.
+        const opened = { earliest: Date.now(), latest: 0 }
+        expect((await api.get('/providers', key.raw)).status).toBe(200)
+        opened.latest = Date.now()
+        expect((await api.get('/providers', key.raw)).status).toBe(200)
+        const asked = Date.now()
+        const limited = await api.get('/providers', key.raw)
+        const answered = Date.now()
+        expect(limited.status).toBe(429)
+        // The time left, rounded up to whole seconds, as measured around the request.
+        const retryAfter = Number(limited.headers.get('retry-after'))
+        const least = Math.ceil((opened.earliest + windowMs - answered) / 1000)
+        const most = Math.ceil((opened.latest + windowMs - asked) / 1000)
+        expect(retryAfter).toBeGreaterThanOrEqual(Math.max(1, least))
+        expect(retryAfter).toBeLessThanOrEqual(most)
+        expect(Number(limited.headers.get('ratelimit-reset'))).toBe(retryAfter)
+
+        // Still inside the window: refused, and told no later a time.
+        const again = await api.get('/providers', key.raw)
+        expect(again.status).toBe(429)
+        expect(Number(again.headers.get('retry-after'))).toBeLessThanOrEqual(retryAfter)
+
+        // A client that waits Retry-After seconds from the 429, as told: a fresh window, served.
+        const waitUntil = answered + retryAfter * 1000
+        await new Promise((resolve) => setTimeout(resolve, Math.max(0, waitUntil - Date.now())))
+        const served = await api.get('/providers', key.raw)
+        expect(served.status).toBe(200)
+        expect(served.headers.get('ratelimit-remaining')).toBe('1')
+        expect(served.headers.get('retry-after')).toBeNull()
+      } finally {
+        await api.close()
+      }
+    })
   })
 
   describe('Redis unavailable: requests pass unlimited, without waiting', () => {

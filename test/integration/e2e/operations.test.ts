@@ -4,7 +4,9 @@
 import { createHash } from 'node:crypto'
 import {
   cpSync,
+  existsSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   rmSync,
   statSync,
@@ -13,12 +15,11 @@ import {
 } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { readOrganizationFiles } from '../../../projector/storage/control-file.ts'
 import type { RebuildReport } from '../../../projector/rebuild/report.ts'
 import { currentGeneration } from '../../../src/layout.ts'
-import { Pipeline, TOPIC_PREFIX } from '../../support/e2e.ts'
+import { Pipeline, startProjector, TOPIC_PREFIX } from '../../support/e2e.ts'
 import {
   insertApiKey,
   insertEnrollment,
@@ -122,7 +123,8 @@ describe('operators rebuild from the topics', { timeout: 300_000 }, () => {
         if (poller.state.failures.length > 0) throw new Error(poller.state.failures.join('\n'))
       return pollers.every((p) => p.state.sent.length >= 12) ? true : undefined
     })
-    await sleep(500)
+    // A whole pass after that: every poller is at the end of its list, nothing left to send.
+    await Promise.all(pollers.map((poller) => poller.settled()))
     for (const poller of pollers) poller.take()
     const other = livePath(b.id)
     const otherBefore = { digest: digest(other), mtimeMs: statSync(other).mtimeMs }
@@ -134,10 +136,27 @@ describe('operators rebuild from the topics', { timeout: 300_000 }, () => {
       operatorEnv(),
       240_000,
     )
-    // A row changes in PostgreSQL while the organization is being rebuilt.
-    await sleep(2_000)
+    // A row changes in PostgreSQL while the organization is being rebuilt: once its replay has
+    // begun (its scratch folder), before it asks for the swap (no hand-over request yet).
+    const rebuilds = join(pipeline.dataDir, 'rebuilds')
+    const requested = () =>
+      ['json', 'taking'].some((state) =>
+        existsSync(join(currentGeneration(pipeline.dataDir)!.handoversDir, `${a.id}.${state}`)),
+      )
+    await pipeline.eventually(
+      'the rebuild to be replaying the topics',
+      () =>
+        Promise.resolve(
+          existsSync(rebuilds) && readdirSync(rebuilds).length > 0 && !requested()
+            ? true
+            : undefined,
+        ),
+      { timeoutMs: 120_000, intervalMs: 10 },
+    )
     const changed = a.providers[1]!
     await updateRow(pipeline.sql, 'providers', changed, { last_name: 'Changed During Rebuild' })
+    // Committed before the swap: the live file was still the one being replaced.
+    expect(livePath(a.id)).toBe(fileBefore)
     const run = await running
     expect(run.code, run.stderr).toBe(0)
     const report = JSON.parse(run.stdout) as RebuildReport
@@ -149,7 +168,8 @@ describe('operators rebuild from the topics', { timeout: 300_000 }, () => {
       const provider = await client.detail<{ lastName: string }>(`/providers/${changed}`)
       return provider?.lastName === 'Changed During Rebuild' ? true : undefined
     })
-    await sleep(1_000)
+    // Each poller has seen what is served now (a whole pass after it), so anything re-sent is in.
+    await Promise.all(pollers.map((poller) => poller.settled()))
     for (const poller of pollers) await poller.stop()
 
     expect(pollers[0]!.state.failures).toEqual([])
@@ -226,5 +246,100 @@ describe('operators rebuild from the topics', { timeout: 300_000 }, () => {
       240_000,
     )
     expect(unchanged.code, unchanged.stdout).toBe(0)
+  })
+
+  it('a whole --rebuild beside the live projector, clients polling and rows changing: no change lost, none re-sent', async () => {
+    const [a, b] = organizations as [Organization, Organization]
+    const pollers = [a, b].map((organization) =>
+      pollProviders((path) => pipeline.client(organization.key).get(path), {
+        limit: 5,
+        pauseMs: 100,
+      }),
+    )
+    await pipeline.eventually('both pollers to have every provider', async () => {
+      for (const poller of pollers)
+        if (poller.state.failures.length > 0) throw new Error(poller.state.failures.join('\n'))
+      return pollers.every((p) => p.state.sent.length >= a.providers.length) ? true : undefined
+    })
+    await Promise.all(pollers.map((poller) => poller.settled()))
+    for (const poller of pollers) poller.take()
+    const live = pipeline.projector!
+    const before = currentGeneration(pipeline.dataDir)!.name
+    const generations = join(pipeline.dataDir, 'generations')
+    const existing = new Set(readdirSync(generations))
+
+    const rebuilding = await startProjector({
+      brokers: pipeline.kafka.brokers,
+      dataDir: pipeline.dataDir,
+      groupId: 'e2e-replica',
+      logDir: pipeline.workDir,
+      label: `rebuilding-projector-${Date.now()}`,
+      args: ['--rebuild'],
+    })
+    try {
+      // Its generation exists and the api still serves the old one: the rebuild has begun and
+      // not swapped. Rows change in both organizations now, one of them new.
+      await pipeline.eventually(
+        'the rebuild to have begun its generation',
+        () =>
+          Promise.resolve(
+            readdirSync(generations).some((name) => !existing.has(name)) ? true : undefined,
+          ),
+        { timeoutMs: 120_000, intervalMs: 10 },
+      )
+      const during = {
+        a: [a.providers[2]!, a.providers[3]!],
+        b: [b.providers[4]!],
+      }
+      for (const id of during.a) {
+        await updateRow(pipeline.sql, 'providers', id, { last_name: 'During Whole Rebuild' })
+      }
+      await updateRow(pipeline.sql, 'providers', during.b[0]!, {
+        last_name: 'During Whole Rebuild',
+      })
+      const added = await insertProvider(pipeline.sql, a.id, {
+        first_name: 'Added',
+        last_name: 'During Whole Rebuild',
+      })
+      during.a.push(added.id)
+      expect(currentGeneration(pipeline.dataDir)!.name).toBe(before)
+
+      // Caught up, it publishes its generation: the api moves to it. Then the old projector is
+      // stopped, as README says, and the rebuilt one goes on alone.
+      await pipeline.eventually(
+        'the rebuilt generation to be served',
+        () =>
+          Promise.resolve(currentGeneration(pipeline.dataDir)!.name !== before ? true : undefined),
+        { timeoutMs: 180_000, intervalMs: 100 },
+      )
+      await live.stop()
+      pipeline.projector = rebuilding
+      const after = b.providers[5]!
+      await updateRow(pipeline.sql, 'providers', after, { last_name: 'After Whole Rebuild' })
+
+      const served = async (organization: Organization, id: string) =>
+        (await pipeline.client(organization.key).detail<{ lastName: string }>(`/providers/${id}`))
+          ?.lastName
+      await pipeline.eventually('every change to be served by the rebuilt generation', async () => {
+        for (const id of during.a)
+          if ((await served(a, id)) !== 'During Whole Rebuild') return undefined
+        if ((await served(b, during.b[0]!)) !== 'During Whole Rebuild') return undefined
+        return (await served(b, after)) === 'After Whole Rebuild' ? true : undefined
+      })
+      await Promise.all(pollers.map((poller) => poller.settled()))
+      for (const poller of pollers) await poller.stop()
+
+      expect(pollers[0]!.state.failures).toEqual([])
+      expect(pollers[1]!.state.failures).toEqual([])
+      // Each change sent once, and nothing else: the rebuilt generation kept every other stamp.
+      expect(pollers[0]!.take().sort()).toEqual([...during.a].sort())
+      expect(pollers[1]!.take().sort()).toEqual([during.b[0]!, after].sort())
+      expect(await pipeline.client(a.key).list<{ id: string }>('/providers')).toHaveLength(
+        a.providers.length + 1,
+      )
+    } finally {
+      for (const poller of pollers) await poller.stop()
+      if (pipeline.projector !== rebuilding) await rebuilding.stop()
+    }
   })
 })

@@ -3,7 +3,15 @@
 import Database from 'better-sqlite3'
 import type { Producer } from 'kafkajs'
 import { createHash } from 'node:crypto'
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs'
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+} from 'node:fs'
 import { spawn } from 'node:child_process'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -14,7 +22,12 @@ import { createProjector, type Projector } from '../../../projector/projector.ts
 import { readOrganizationFiles } from '../../../projector/storage/control-file.ts'
 import type { RebuildReport } from '../../../projector/rebuild/report.ts'
 import { loadProjectorConfig } from '../../../src/config.ts'
-import { currentGeneration, type Generation } from '../../../src/layout.ts'
+import {
+  currentGeneration,
+  prepareGeneration,
+  publishGeneration,
+  type Generation,
+} from '../../../src/layout.ts'
 import { kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
 import { ORG_A, ORG_B, organizationRow, providerRow, record, uuid } from '../../support/debezium.ts'
 import { pollProviders, type Poller } from '../../support/poller.ts'
@@ -113,13 +126,14 @@ async function produce(records: ReturnType<typeof record>[]): Promise<void> {
 async function eventually<T>(
   probe: () => T | undefined | Promise<T | undefined>,
   timeoutMs = 60_000,
+  intervalMs = 200,
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     const value = await probe()
     if (value !== undefined) return value
     if (Date.now() > deadline) throw new Error('condition not reached in time')
-    await sleep(200)
+    await sleep(intervalMs)
   }
 }
 
@@ -218,7 +232,8 @@ describe('rebuilds built aside', { timeout: 300_000 }, () => {
     }
     await eventually(synced(pollers.a, PROVIDERS - 1))
     await eventually(synced(pollers.b, PROVIDERS))
-    await sleep(500)
+    // A whole pass after that: every poller is at the end of its list, nothing left to send.
+    await Promise.all([pollers.a.settled(), pollers.b.settled()])
     pollers.a.take()
     pollers.b.take()
     const stampsBefore = providerDocs(ORG_A)
@@ -258,7 +273,8 @@ describe('rebuilds built aside', { timeout: 300_000 }, () => {
     )
     expect(JSON.stringify(await served(uuid(3)))).not.toContain('Eve')
     expect((await api.get(`/providers/${uuid(4)}`, KEYS[ORG_A])).status).toBe(200)
-    await sleep(1_000)
+    // Each poller has seen what is served now (a whole pass after it), so anything re-sent is in.
+    await Promise.all([pollers.a.settled(), pollers.b.settled()])
     await pollers.a.stop()
     await pollers.b.stop()
 
@@ -290,6 +306,61 @@ describe('rebuilds built aside', { timeout: 300_000 }, () => {
   })
 
   it('refuses, in one line and exit 2, what it cannot do, touching nothing', async () => {
+    const before = fileDigest(livePath(ORG_A))
+    const scratch = mkdtempSync(join(tmpdir(), 'replica-rebuild-refusals-'))
+    try {
+      const empty = join(scratch, 'empty')
+      mkdirSync(empty)
+      const noReplica = await runEntry('projector/main.ts', ['--rebuild', '--org', ORG_A], {
+        ...projectorEnv(),
+        DATA_DIR: empty,
+      })
+      expect(noReplica.code, noReplica.stderr).toBe(2)
+      expect(noReplica.stderr.trim()).toBe(
+        `projector: ${empty} holds no replica to rebuild (no CURRENT generation)`,
+      )
+      expect(readdirSync(empty)).toEqual([])
+
+      // A replica still on its initial load: this one's control.db before its catch-up was
+      // recorded (a copy, its caught_up_at removed).
+      const loading = join(scratch, 'loading')
+      const copy = prepareGeneration(loading, generation().name)
+      const control = new Database(generation().controlPath, { readonly: true })
+      control.exec(`VACUUM INTO '${copy.controlPath}'`)
+      control.close()
+      const copied = new Database(copy.controlPath)
+      expect(
+        copied.prepare(`DELETE FROM replica_state WHERE key = 'caught_up_at'`).run().changes,
+      ).toBe(1)
+      copied.close()
+      publishGeneration(loading, copy.name)
+      const notCaughtUp = await runEntry('projector/main.ts', ['--rebuild', '--org', ORG_A], {
+        ...projectorEnv(),
+        DATA_DIR: loading,
+      })
+      expect(notCaughtUp.code, notCaughtUp.stderr).toBe(2)
+      expect(notCaughtUp.stderr.trim()).toBe(
+        'projector: the replica has not caught up yet: rebuild it whole, or wait',
+      )
+      expect(readdirSync(loading).sort()).toEqual(['CURRENT', 'generations'])
+    } finally {
+      rmSync(scratch, { recursive: true, force: true })
+    }
+
+    // Kafka unreachable: refused before the lock and the scratch folder, not after a replay.
+    const unreachable = await runEntry('projector/main.ts', ['--rebuild', '--org', ORG_A], {
+      ...projectorEnv(),
+      KAFKA_BROKERS: '127.0.0.1:1',
+    })
+    expect(unreachable.code, unreachable.stderr).toBe(2)
+    expect(unreachable.stderr.trim()).toMatch(
+      /^projector: cannot reach Kafka at 127\.0\.0\.1:1 \(KAFKA_BROKERS\): [^\n]+$/,
+    )
+    expect(existsSync(join(dataDir, 'rebuild.lock'))).toBe(false)
+    const rebuilds = join(dataDir, 'rebuilds')
+    expect(existsSync(rebuilds) ? readdirSync(rebuilds) : []).toEqual([])
+    expect(fileDigest(livePath(ORG_A))).toBe(before)
+
     const unknown = await rebuild(['--org', uuid(777)])
     expect(unknown.code).toBe(2)
     expect(unknown.stderr.trim()).toBe(
@@ -327,11 +398,65 @@ describe('rebuilds built aside', { timeout: 300_000 }, () => {
     }
   })
 
-  it('a rebuild killed with SIGKILL leaves the live file serving and unchanged; the next run starts clean', async () => {
+  it('a hand-over the live projector does not take in time is withdrawn: exit 2, nothing swapped, and a projector started later does not take it', async () => {
+    // The live projector is down: nothing takes the request.
+    await live.stop()
     const path = livePath(ORG_A)
     const before = fileDigest(path)
-    for (const afterMs of [300, 2_500]) {
-      const child = spawn(
+    const organizationFiles = () =>
+      readdirSync(generation().organizationsDir)
+        .filter((name) => name.startsWith(ORG_A))
+        .sort()
+    const filesBefore = organizationFiles()
+    const run = await runEntry(
+      'projector/main.ts',
+      ['--rebuild', '--org', ORG_A],
+      { ...projectorEnv(), HANDOVER_TIMEOUT_MS: '3000' },
+      180_000,
+    )
+    expect(run.code, run.stderr).toBe(2)
+    expect(run.stderr.trim().split('\n').at(-1)).toBe(
+      `projector: the live projector did not take the rebuilt files of ${ORG_A} in time: is it running? (nothing was swapped for them)`,
+    )
+    // Withdrawn: no request left, the rebuilt file removed, the live file as it was.
+    expect(readdirSync(generation().handoversDir)).toEqual([])
+    expect(organizationFiles()).toEqual(filesBefore)
+    expect(livePath(ORG_A)).toBe(path)
+    expect(fileDigest(path)).toBe(before)
+    expect(existsSync(join(dataDir, 'rebuild.lock'))).toBe(false)
+    expect(readdirSync(join(dataDir, 'rebuilds'))).toEqual([])
+
+    // The live projector comes back: a change applied after its restart shows it has run its
+    // batches (it takes hand-overs before each), and it took nothing.
+    live = createProjector({ config: projectorConfig(), logger: pino({ level: 'silent' }) })
+    await live.startKafka()
+    await produce([
+      record({
+        table: 'providers',
+        op: 'u',
+        after: providerRow(uuid(7), ORG_A, { last_name: 'After-Withdrawal' }),
+        lsn: lsn++,
+      }),
+    ])
+    await eventually(async () =>
+      (await (await api.get(`/providers/${uuid(7)}`, KEYS[ORG_A])).text()).includes(
+        'After-Withdrawal',
+      )
+        ? true
+        : undefined,
+    )
+    expect(livePath(ORG_A)).toBe(path)
+    expect(organizationFiles()).toEqual(filesBefore)
+  })
+
+  it('a rebuild killed with SIGKILL leaves the live file serving: unchanged before its hand-over request, swapped whole after it; the next run starts clean', async () => {
+    const rebuilds = join(dataDir, 'rebuilds')
+    const requested = () =>
+      ['json', 'taking'].some((state) =>
+        existsSync(join(generation().handoversDir, `${ORG_A}.${state}`)),
+      )
+    const start = () =>
+      spawn(
         process.execPath,
         ['--import', 'tsx', 'projector/main.ts', '--rebuild', '--org', ORG_A],
         {
@@ -340,18 +465,47 @@ describe('rebuilds built aside', { timeout: 300_000 }, () => {
           stdio: 'ignore',
         },
       )
-      await sleep(afterMs)
+    const kill = async (child: ReturnType<typeof spawn>) => {
+      const closed = new Promise((resolve) => child.once('close', resolve))
       child.kill('SIGKILL')
-      await new Promise((resolve) => child.once('close', resolve))
-      expect(livePath(ORG_A)).toBe(path)
-      expect(fileDigest(path)).toBe(before)
-      expect((await api.get('/providers?limit=1', KEYS[ORG_A])).status).toBe(200)
+      await closed
     }
+
+    // 1. While its replay runs (its scratch folder exists), before any request: nothing live
+    // was touched.
+    const path = livePath(ORG_A)
+    const before = fileDigest(path)
+    const replaying = start()
+    await eventually(
+      () =>
+        existsSync(rebuilds) && readdirSync(rebuilds).length > 0 && !requested() ? true : undefined,
+      120_000,
+      10,
+    )
+    await kill(replaying)
+    expect(requested()).toBe(false)
+    expect(readdirSync(rebuilds)).not.toEqual([])
+    expect(livePath(ORG_A)).toBe(path)
+    expect(fileDigest(path)).toBe(before)
+    expect((await api.get('/providers?limit=1', KEYS[ORG_A])).status).toBe(200)
+
+    // 2. Once it has asked the live projector to take the rebuilt file: the projector takes it
+    // whole, killed or not, and serves it.
+    const handing = start()
+    await eventually(() => (requested() || livePath(ORG_A) !== path ? true : undefined), 120_000, 5)
+    await kill(handing)
+    await eventually(() => (livePath(ORG_A) !== path && !requested() ? true : undefined))
+    expect(livePath(ORG_A)).toMatch(/\.r\d+\.db$/)
+    expect((await api.get('/providers?limit=1', KEYS[ORG_A])).status).toBe(200)
+    // What it took is what a rebuild makes: a dry run finds nothing to change.
+    const swapped = await rebuild(['--org', ORG_A, '--dry-run', '--json'])
+    expect(swapped.code, swapped.stderr).toBe(0)
+
+    // The next run clears what the killed ones left (a scratch folder, a dead holder's lock).
     const next = await rebuild(['--org', ORG_A, '--json'])
     expect(next.code, next.stderr).toBe(0)
-    expect(readdirSync(join(dataDir, 'rebuilds'))).toEqual([])
+    expect(readdirSync(rebuilds)).toEqual([])
     expect(existsSync(join(dataDir, 'rebuild.lock'))).toBe(false)
-    // What it swapped in is what a rebuild makes: a dry run finds nothing to change.
     const check = await rebuild(['--org', ORG_A, '--dry-run', '--json'])
     expect(check.code, check.stderr).toBe(0)
   })
