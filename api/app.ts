@@ -33,6 +33,7 @@ import {
 } from './errors.ts'
 import { createMetrics, type ApiMetrics } from './metrics.ts'
 import { buildOpenApiDocument } from './openapi.ts'
+import { registerShedding } from './overload.ts'
 import { PageCache } from './page-cache.ts'
 import { parseNoParams, rawQueryOf } from './params.ts'
 import { rateLimitHeaders, registerRateLimits } from './rate-limit.ts'
@@ -156,6 +157,9 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     if (request.method !== 'GET') return sendError(reply, methodNotAllowed())
     return sendError(reply, notFound('no such path'))
   })
+
+  // First of the onRequest hooks: a request refused for overload costs nothing else.
+  await registerShedding(app, config.shedding, metrics)
 
   const limit = await registerRateLimits(app, {
     ...config.rateLimit,

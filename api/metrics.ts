@@ -6,6 +6,8 @@ export interface ApiMetrics {
   readonly registry: Registry
   observeRequest(route: string, status: number, seconds: number): void
   rateLimited(policy: string): void
+  /** A request refused by load shedding (api/overload.ts), by the signal that refused it. */
+  shed(reason: 'event_loop_delay' | 'in_flight'): void
   /** A list page looked up in the page cache: found (hit) or read from the file (miss). */
   pageCacheLookup(hit: boolean): void
 }
@@ -40,6 +42,15 @@ export function createMetrics(gauges: Gauges): ApiMetrics {
     labelNames: ['policy'] as const,
     registers: [registry],
   })
+  const shed = new Counter({
+    name: 'api_shed_total',
+    help: 'Requests refused with 503 because the api was over capacity, by the signal that refused them',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  })
+  // Both series from the start: an alert on their rate needs them before the first refusal.
+  shed.inc({ reason: 'event_loop_delay' }, 0)
+  shed.inc({ reason: 'in_flight' }, 0)
   new Gauge({
     name: 'api_open_file_handles',
     help: 'SQLite files the api holds open (control and organization files, all generations)',
@@ -92,6 +103,9 @@ export function createMetrics(gauges: Gauges): ApiMetrics {
     },
     rateLimited(policy) {
       limited.inc({ policy })
+    },
+    shed(reason) {
+      shed.inc({ reason })
     },
     pageCacheLookup(hit) {
       if (hit) hits.inc()

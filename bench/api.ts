@@ -13,12 +13,19 @@
 // then the list page again at half its saturation rate, for latency without queueing, and the
 // bare route at that same rate: the latency the machine itself adds (other processes holding
 // the cores), the floor of the list's.
+// Last, the overload run: the list page offered at twice its saturation rate over
+// BENCH_OVERLOAD_CONNECTIONS connections (bench/overload-load.ts), the api shedding what it
+// cannot serve (api/overload.ts): the p99 of the requests it served, and every response that was
+// neither a 2xx nor a 503 api_temporarily_unavailable with Retry-After, plus connection errors.
 // Prints the figures, then one line of JSON:
-//   {"listRps","bareRps","listP50Ms","listP99Ms","cursorRps","detailRps","listUncachedRps"}
-// A measured run with any error or non-2xx response makes the figures meaningless: the bench
-// then exits 1 instead of printing that line.
+//   {"listRps","bareRps","listP50Ms","listP99Ms","cursorRps","detailRps","listUncachedRps",
+//    "overloadServedP99Ms","overloadErrors","overloadServedRps","overloadShed",
+//    "overloadNoShedServedP99Ms"} (the last: the same overload on an api that does not shed)
+// A measured run other than the overload run with any error or non-2xx response makes the
+// figures meaningless: the bench then exits 1 instead of printing that line.
 //
-// Environment: BENCH_DURATION_SECONDS (8 per run), BENCH_CONNECTIONS (16); BENCH_API_CPU_PROF=<dir>
+// Environment: BENCH_DURATION_SECONDS (8 per run), BENCH_CONNECTIONS (16),
+// BENCH_OVERLOAD_CONNECTIONS (128); the api's own API_SHED_* pass through; BENCH_API_CPU_PROF=<dir>
 // runs the api processes under `node --cpu-prof`, their profiles written to <dir> when they stop
 // (open them in Chrome DevTools or speedscope to see where a request's time goes);
 // BENCH_API_NODE_FLAGS: more node flags for the api processes (`--trace-gc`, which NODE_OPTIONS
@@ -32,6 +39,8 @@ import Fastify from 'fastify'
 import { type BenchConfig, ConfigError, loadBenchConfig } from '../src/config.ts'
 import { freePort } from '../test/harness/process.ts'
 import { allScopes, ReplicaFixture, stamp } from '../test/integration/api/fixtures.ts'
+import { spawn } from 'node:child_process'
+import { repoRoot } from '../test/harness/paths.ts'
 import {
   autocannon,
   BenchFailure,
@@ -108,6 +117,7 @@ async function main(bench: BenchConfig): Promise<void> {
   const { replica, key, ids } = buildOrganization()
   const [port, adminPort, barePort] = [await freePort(), await freePort(), await freePort()]
   const [uncachedPort, uncachedAdminPort] = [await freePort(), await freePort()]
+  const [sheddingPort, sheddingAdminPort] = [await freePort(), await freePort()]
   const children: ChildProcess[] = []
   const bodyFile = join(replica.dataDir, 'bare-body.json')
   const profileDir = process.env.BENCH_API_CPU_PROF
@@ -115,6 +125,10 @@ async function main(bench: BenchConfig): Promise<void> {
     ...(profileDir === undefined ? [] : ['--cpu-prof', '--cpu-prof-dir', profileDir]),
     ...(process.env.BENCH_API_NODE_FLAGS ?? '').split(' ').filter((flag) => flag !== ''),
   ]
+  // The capacity runs measure what the api can serve, so nothing is refused there (on a busy
+  // machine the shipped thresholds shed even 16 connections); the overload run has an api of its
+  // own with the shipped load shedding, or the API_SHED_* of the environment.
+  const noShedding = { API_SHED_EVENT_LOOP_DELAY_MS: '0', API_SHED_MAX_IN_FLIGHT: '0' }
   const startApi = (apiPort: number, apiAdminPort: number, env: Record<string, string> = {}) =>
     startChild(
       ['api/main.ts'],
@@ -131,7 +145,7 @@ async function main(bench: BenchConfig): Promise<void> {
       profile,
     )
   try {
-    children.push(startApi(port, adminPort))
+    children.push(startApi(port, adminPort, noShedding))
     const base = `http://127.0.0.1:${port}/api/v1`
     const auth = { authorization: `Bearer ${key}` }
     await waitFor(`${base}/providers?limit=1`, auth)
@@ -147,7 +161,10 @@ async function main(bench: BenchConfig): Promise<void> {
     writeFileSync(bodyFile, firstPage)
     children.push(startChild(['bench/api.ts', '--bare', String(barePort), bodyFile], {}))
     await waitFor(`http://127.0.0.1:${barePort}/bare`)
-    children.push(startApi(uncachedPort, uncachedAdminPort, { PAGE_CACHE_MB: '0' }))
+    children.push(startApi(uncachedPort, uncachedAdminPort, { ...noShedding, PAGE_CACHE_MB: '0' }))
+    children.push(startApi(sheddingPort, sheddingAdminPort))
+    const sheddingList = `http://127.0.0.1:${sheddingPort}/api/v1/providers?limit=50`
+    await waitFor(sheddingList, auth)
     const uncachedList = `http://127.0.0.1:${uncachedPort}/api/v1/providers?limit=50`
     await waitFor(uncachedList, auth)
     const uncachedPage = await (await fetch(uncachedList, { headers: auth })).text()
@@ -190,6 +207,23 @@ async function main(bench: BenchConfig): Promise<void> {
 
     for (const [name, r] of Object.entries(results))
       process.stdout.write(`${resultLine(name, r)}\n`)
+    // Twice the saturation rate: to the api that sheds, then, for comparison, to the one that
+    // does not (what the same load costs the requests served when they all queue).
+    const overloadRate = 2 * (results.list as LoadResult).rps
+    await overloadRun(sheddingList, key, overloadRate, bench) // warm-up
+    const overload = await overloadRun(sheddingList, key, overloadRate, bench)
+    const queued = await overloadRun(urls.list, key, overloadRate, bench)
+    for (const [name, r] of [
+      ['overload', overload],
+      ['overloadNoShed', queued],
+    ] as const) {
+      process.stdout.write(
+        `${name.padEnd(14)} offered ${overloadRate} req/s over ${bench.overloadConnections} ` +
+          `connections: served ${r.servedRps} req/s (p50 ${r.servedP50Ms} ms, p99 ` +
+          `${r.servedP99Ms} ms), shed ${r.shed} with 503 and Retry-After, other non-2xx ` +
+          `${r.wrong}, connection errors ${r.errors}\n`,
+      )
+    }
     const failed = failedRuns(results)
     if (failed.length > 0) {
       throw new BenchFailure(
@@ -207,7 +241,11 @@ async function main(bench: BenchConfig): Promise<void> {
         `list/bare ${((100 * list.rps) / bare.rps).toFixed(1)}% (target >= 50%), without the ` +
         `page cache ${((100 * uncached.rps) / bare.rps).toFixed(1)}%; ` +
         `p99 at ${half} req/s (half saturation) ${listHalf.p99} ms (target < 10 ms), the bare ` +
-        `route's at the same rate ${results.bareHalf.p99} ms\n`,
+        `route's at the same rate ${results.bareHalf.p99} ms\n` +
+        `overload at 2x saturation: served p99 ${overload.servedP99Ms} ms (target < 50 ms; ` +
+        `${queued.servedP99Ms} ms without shedding), ` +
+        `${overload.wrong + overload.errors} responses other than 2xx or 503 with Retry-After ` +
+        `(target 0)\n`,
     )
     process.stdout.write(
       `${JSON.stringify({
@@ -218,6 +256,11 @@ async function main(bench: BenchConfig): Promise<void> {
         cursorRps: (results.cursor as LoadResult).rps,
         detailRps: (results.detail as LoadResult).rps,
         listUncachedRps: uncached.rps,
+        overloadServedP99Ms: overload.servedP99Ms,
+        overloadErrors: overload.wrong + overload.errors,
+        overloadServedRps: overload.servedRps,
+        overloadShed: overload.shed,
+        overloadNoShedServedP99Ms: queued.servedP99Ms,
       })}\n`,
     )
   } finally {
@@ -225,4 +268,33 @@ async function main(bench: BenchConfig): Promise<void> {
     replica.destroy()
     rmSync(bodyFile, { force: true })
   }
+}
+
+interface OverloadResult {
+  servedRps: number
+  servedP50Ms: number
+  servedP99Ms: number
+  shed: number
+  wrong: number
+  errors: number
+}
+
+/** The overload run, in a process of its own (bench/overload-load.ts). */
+async function overloadRun(
+  url: string,
+  key: string,
+  rate: number,
+  bench: BenchConfig,
+): Promise<OverloadResult> {
+  const args = [url, key, String(rate), String(bench.overloadConnections)]
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', 'bench/overload-load.ts', ...args, String(bench.durationSeconds)],
+    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] },
+  )
+  let out = ''
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+  const code = await new Promise((resolve) => child.on('exit', resolve))
+  if (code !== 0) throw new BenchFailure(`the overload run failed (exit ${String(code)})`)
+  return JSON.parse(out) as OverloadResult
 }

@@ -50,10 +50,20 @@ export async function produceFile(
   limit: number,
   topics: readonly string[],
   topicPrefix?: string,
+  options: {
+    /** Rewrites each value's JSON text (bench/rebuild-compacted.ts: a snapshot read as an update). */
+    transform?: (value: string) => string
+    /** The records' timestamp (CreateTime); absent: the producer's clock. */
+    timestampMs?: number
+  } = {},
 ): Promise<number> {
+  const timestamp = options.timestampMs === undefined ? undefined : String(options.timestampMs)
   const producer = kafka.producer({ allowAutoTopicCreation: true })
   await producer.connect()
-  const byTopic = new Map<string, Array<{ key: string | null; value: string | null }>>()
+  const byTopic = new Map<
+    string,
+    Array<{ key: string | null; value: string | null; timestamp: string | undefined }>
+  >()
   const consumed = new Set(topics)
   let count = 0
   let onConsumedTopics = 0
@@ -86,7 +96,9 @@ export async function produceFile(
       const r = recordText(line)
       if (topicPrefix !== undefined)
         r.topic = `${topicPrefix}${r.topic.slice(r.topic.indexOf('.'))}`
-      const message = { key: r.key, value: r.value }
+      const value =
+        r.value !== null && options.transform !== undefined ? options.transform(r.value) : r.value
+      const message = { key: r.key, value, timestamp }
       // One produce request carries one record batch per topic, and the broker refuses batches
       // over message.max.bytes (1 MB by default): ~5 KB events fill one in ~200 records.
       const bytes = (message.key?.length ?? 0) + (message.value?.length ?? 0)

@@ -19,13 +19,13 @@ export function createProjectorMetrics(): ProjectorMetrics {
   collectDefaultMetrics({ register: registry, prefix: 'replica_projector_' })
   const events = new Counter({
     name: 'replica_projector_events_total',
-    help: 'Change events by source table and outcome (applied, older, absent, duplicate, dead_lettered).',
+    help: 'Change events by source table and outcome (applied, older, absent, tombstone, duplicate, dead_lettered).',
     labelNames: ['table', 'outcome'],
     registers: [registry],
   })
   const skipped = new Counter({
     name: 'replica_projector_records_skipped_total',
-    help: 'Records that are not changes: tombstones, heartbeats, never-stored tables.',
+    help: 'Records that are not changes: heartbeats, never-stored tables, tombstones of other topics.',
     registers: [registry],
   })
   const documents = new Counter({

@@ -160,6 +160,17 @@ const apiEnv = z.object({
    * api process behind one load balancer must share it; the default suits a single node.
    */
   CURSOR_SECRET: z.string().min(16, 'at least 16 characters').optional(),
+  /**
+   * Load shedding (api/overload.ts): refuse requests (503 with Retry-After) while the event loop's
+   * mean delay over the last sample interval is above this many ms; 0: never on this signal.
+   */
+  API_SHED_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).max(10_000).default(50),
+  /** How often the event-loop delay is averaged and compared (ms). */
+  API_SHED_SAMPLE_INTERVAL_MS: z.coerce.number().int().min(10).max(10_000).default(100),
+  /** Refuse requests while this many are begun and not answered; 0: no limit. */
+  API_SHED_MAX_IN_FLIGHT: z.coerce.number().int().min(0).default(512),
+  /** The Retry-After of a refused request, in seconds. */
+  API_SHED_RETRY_AFTER_SECONDS: positiveInt.max(3600).default(1),
 })
 
 export type ApiConfig = {
@@ -174,6 +185,13 @@ export type ApiConfig = {
   pageCacheBytes: number
   logLevel: z.infer<typeof logLevel>
   cursorSecret: string
+  /** When the api refuses requests instead of queueing them (api/overload.ts); 0 turns a check off. */
+  shedding: {
+    maxEventLoopDelayMs: number
+    sampleIntervalMs: number
+    maxInFlight: number
+    retryAfterSeconds: number
+  }
 }
 
 /** Cursor secret of a deployment that sets none: cursors stay valid across restarts. */
@@ -227,12 +245,16 @@ export type DemoConfig = {
 const benchEnv = z.object({
   BENCH_DURATION_SECONDS: positiveInt.default(8),
   BENCH_CONNECTIONS: positiveInt.default(16),
+  // The overload run offers twice the saturation rate; it needs more connections than the others
+  // for that rate to be offered at all (each connection waits for its response before the next).
+  BENCH_OVERLOAD_CONNECTIONS: positiveInt.default(128),
 })
 
 /** `npm run bench:api` (bench/api.ts): the shape of each autocannon run. */
 export type BenchConfig = {
   durationSeconds: number
   connections: number
+  overloadConnections: number
 }
 
 export function loadProjectorConfig(env: Env): ProjectorConfig {
@@ -271,6 +293,12 @@ export function loadApiConfig(env: Env): ApiConfig {
     pageCacheBytes: e.PAGE_CACHE_MB * 1024 * 1024,
     logLevel: e.LOG_LEVEL,
     cursorSecret: e.CURSOR_SECRET ?? DEFAULT_CURSOR_SECRET,
+    shedding: {
+      maxEventLoopDelayMs: e.API_SHED_EVENT_LOOP_DELAY_MS,
+      sampleIntervalMs: e.API_SHED_SAMPLE_INTERVAL_MS,
+      maxInFlight: e.API_SHED_MAX_IN_FLIGHT,
+      retryAfterSeconds: e.API_SHED_RETRY_AFTER_SECONDS,
+    },
   }
 }
 
@@ -288,7 +316,11 @@ export function loadDemoConfig(env: Env): DemoConfig {
 
 export function loadBenchConfig(env: Env): BenchConfig {
   const e = parseEnv(benchEnv, env)
-  return { durationSeconds: e.BENCH_DURATION_SECONDS, connections: e.BENCH_CONNECTIONS }
+  return {
+    durationSeconds: e.BENCH_DURATION_SECONDS,
+    connections: e.BENCH_CONNECTIONS,
+    overloadConnections: e.BENCH_OVERLOAD_CONNECTIONS,
+  }
 }
 
 const verifyEnv = projectorEnv.extend({

@@ -1,7 +1,8 @@
 // Decoding one Kafka record into a change of a source row: pure, no I/O.
 //
 // Dispatch is on `payload.source.table`, not on the topic name (topics can be re-routed).
-// Debezium traps handled here: tombstones (null value) after deletes; deletes whose `before`
+// Debezium traps handled here: tombstones (null value), which follow deletes and, once
+// compaction has removed the delete, are all that is left of it; deletes whose `before`
 // holds only the key (REPLICA IDENTITY DEFAULT zero-fills the other NOT NULL columns, so its
 // organization_id is not to be trusted: deletes are routed by the routing index instead);
 // unchanged TOASTed columns (see schema/events.ts); heartbeat and transaction topics.
@@ -42,7 +43,17 @@ export interface Position {
 export type RowChange = {
   [T in SourceTable]:
     | { kind: 'upsert'; table: T; id: string; row: SourceRow<T>; position: Position }
-    | { kind: 'delete'; table: T; id: string; position: Position }
+    | {
+        kind: 'delete'
+        table: T
+        id: string
+        position: Position
+        /**
+         * From a tombstone (a null value): it carries no source position, but in its partition it
+         * follows every version of its key, so it removes whatever is stored, unguarded.
+         */
+        tombstone?: true
+      }
     | { kind: 'truncate'; table: T; position: Position }
 }[SourceTable]
 
@@ -75,13 +86,12 @@ const idOnly = z.object({
 export function decodeRecord(record: SourceRecord, topicPrefix: string): Decoded {
   if (!isChangeTopic(record.topic, topicPrefix))
     return { kind: 'skipped', reason: 'not_a_change_topic' }
-  if (record.value === null || record.value === undefined)
-    return { kind: 'skipped', reason: 'tombstone' }
+  if (record.value === null || record.value === undefined) return tombstone(record, topicPrefix)
 
   const parsed = parseValue(record.topic, record.value)
   if (!parsed.ok) return bad('unparseable', parsed.message, undefined)
   const payload = unwrap(parsed.value)
-  if (payload === null) return { kind: 'skipped', reason: 'tombstone' }
+  if (payload === null) return tombstone(record, topicPrefix)
 
   let envelopeData
   if (isPlainEnvelope(payload)) envelopeData = payload
@@ -138,6 +148,27 @@ export function decodeRecord(record: SourceRecord, topicPrefix: string): Decoded
       } as RowChange
       return { kind: 'change', change }
     }
+  }
+}
+
+/**
+ * A tombstone is a delete by key. Right after its delete it finds the row gone and does nothing;
+ * on a compacted topic the delete before it may be gone (compaction keeps a key's last record
+ * only), and then it is the delete. It has no `source`, so its table is the one its topic is
+ * named after (`<prefix>.public.<table>`), the one place a topic name is read for it.
+ */
+function tombstone(record: SourceRecord, topicPrefix: string): Decoded {
+  const schemaPrefix = `${topicPrefix}.public.`
+  if (!record.topic.startsWith(schemaPrefix)) return { kind: 'skipped', reason: 'tombstone' }
+  const table = record.topic.slice(schemaPrefix.length)
+  if (neverStoredTables.has(table)) return { kind: 'skipped', reason: 'never_stored' }
+  if (!isSourceTable(table)) return { kind: 'skipped', reason: 'tombstone' }
+  const key = idOnly.safeParse(unwrap(parseJsonOrNull(record.key)))
+  if (!key.success) return bad('schema_mismatch', `tombstone key: ${describe(key.error)}`, table)
+  const position: Position = { lsn: 0, snapshot: false, committedAtMs: undefined }
+  return {
+    kind: 'change',
+    change: { kind: 'delete', table, id: key.data.id, position, tombstone: true },
   }
 }
 

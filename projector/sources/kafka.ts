@@ -17,6 +17,7 @@ import type { BatchOutcome } from '../lanes/apply.ts'
 import { deadLetterHeaders, deadLetterValue, logDeadLetters } from './dead-letters.ts'
 import type { SourceRecord } from '../decode/decode.ts'
 import { handoverSeeks, type HandoverRequest } from '../storage/handover.ts'
+import { CHANGE_TOPIC_CONFIG, changeTopicConfigEntries } from './topic-config.ts'
 
 export interface KafkaSourceOptions {
   brokers: string[]
@@ -186,9 +187,8 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     admin = kafka.admin()
     await admin.connect()
     // Topics are created here if Debezium has not yet: a consumer only subscribes to topics that
-    // exist, and a table with no rows yet has none. Kept forever, as deploy/debezium/connector.json
-    // creates them, so a replay yields every row's latest state (not compacted: Debezium's
-    // truncate events have no key, which a compacted topic refuses).
+    // exist, and a table with no rows yet has none. Compacted, as deploy/debezium/connector.json
+    // creates them (topic-config.ts).
     const existing = new Set(await admin.listTopics())
     const missing = topics.filter((t) => !existing.has(t))
     if (missing.length > 0) {
@@ -196,13 +196,10 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
         waitForLeaders: true,
         topics: missing.map((topic) => ({
           topic,
-          configEntries: [
-            { name: 'cleanup.policy', value: 'delete' },
-            { name: 'retention.ms', value: '-1' },
-          ],
+          configEntries: changeTopicConfigEntries(),
         })),
       })
-      logger.info({ topics: missing }, 'created missing change topics (retained forever)')
+      logger.info({ topics: missing, config: CHANGE_TOPIC_CONFIG }, 'created missing change topics')
     }
     if (options.deadLetterTopic !== undefined && !existing.has(options.deadLetterTopic)) {
       await admin.createTopics({

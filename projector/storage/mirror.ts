@@ -18,7 +18,12 @@ export interface MirrorChange {
   current: MirrorRow | undefined
 }
 
-export type ApplyOutcome = 'applied' | 'older' | 'absent'
+/**
+ * `absent`: a delete of a row never seen; `tombstone`: a tombstone that found its row already
+ * gone, as it does right after its delete (counted apart, so that `absent` keeps meaning a row
+ * this replica never saw).
+ */
+export type ApplyOutcome = 'applied' | 'older' | 'absent' | 'tombstone'
 
 interface StoredPosition {
   lsn: number
@@ -150,6 +155,18 @@ export function createMirror(
       }
 
       const previous = t.select(change.id)
+      if (change.kind === 'delete' && change.tombstone === true) {
+        // No position to guard with: in its partition a tombstone comes after every version of
+        // its key, so whatever is stored goes. Its row's position is remembered as the delete's,
+        // so a replayed older version cannot come back (a tombstone that finds nothing leaves no
+        // trace: nothing of its key can follow it but newer versions).
+        if (previous === undefined) return 'tombstone'
+        mayHaveDeleted = true
+        putDeleted().run(change.table, change.id, storedPosition(previous).lsn)
+        t.delete(change.id)
+        changes?.push({ table: change.table, id: change.id, previous, current: undefined })
+        return 'applied'
+      }
       if (change.kind === 'delete') {
         const incoming = { lsn: change.position.lsn, snapshot: false }
         mayHaveDeleted = true

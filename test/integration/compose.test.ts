@@ -8,6 +8,7 @@ import { parse } from 'yaml'
 import { describe, expect, it } from 'vitest'
 import { loadConnectorDefinition } from '../harness/connect.ts'
 import { repoRoot, sourceSchemaFile } from '../harness/paths.ts'
+import { CHANGE_TOPIC_CONFIG, RECOVERY_CONTRACT } from '../../projector/sources/topic-config.ts'
 
 interface Service {
   image?: string
@@ -114,11 +115,24 @@ describe('docker-compose.yml', () => {
 describe('deploy/debezium/connector.json', () => {
   const { config } = loadConnectorDefinition()
 
-  it('uses pgoutput and JsonConverter with schemas, and emits truncates', () => {
+  it('uses pgoutput and JsonConverter with schemas, and skips truncates (keyless: a compacted topic refuses them)', () => {
     expect(config['plugin.name']).toBe('pgoutput')
     expect(config['value.converter']).toBe('org.apache.kafka.connect.json.JsonConverter')
     expect(config['value.converter.schemas.enable']).toBe('true')
-    expect(config['skipped.operations']).toBe('none')
+    expect(config['skipped.operations']).toBe('t')
+  })
+
+  it('creates the change topics as the projector does: compacted, from the recovery contract', () => {
+    const created = Object.fromEntries(
+      Object.entries(config)
+        .filter(([name]) => name.startsWith('topic.creation.default.'))
+        .map(([name, value]) => [name.slice('topic.creation.default.'.length), value]),
+    )
+    const { 'replication.factor': _r, partitions: _p, ...topicConfig } = created
+    expect(topicConfig).toEqual(CHANGE_TOPIC_CONFIG)
+    expect(Number(CHANGE_TOPIC_CONFIG['delete.retention.ms'])).toBe(
+      RECOVERY_CONTRACT.longestOutageMs + RECOVERY_CONTRACT.longestRebuildMs,
+    )
   })
 
   it('subscribes to every source table except payer_portal_logins', () => {

@@ -9,6 +9,7 @@ import { existsSync, mkdirSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { changeTopics } from '../../projector/sources/kafka.ts'
+import { changeTopicConfigEntries } from '../../projector/sources/topic-config.ts'
 import { currentGeneration, parseOrganizationFileName } from '../../src/layout.ts'
 import { readOrganizationFiles } from '../../projector/storage/control-file.ts'
 import { startConnect, type StartedConnect } from '../harness/connect.ts'
@@ -554,7 +555,7 @@ export class Pipeline {
 
   /**
    * Creates every topic the pipeline writes that does not exist yet, as an operator provisions
-   * them (retained forever, as the projector and the connector create them): the change topics
+   * them (compacted, as the projector and the connector create them): the change topics
    * and Debezium's heartbeat topic. Needed before the broker goes away: a Debezium task that has
    * to create a topic while the broker restarts fails for good ("All brokers are currently
    * fenced", InvalidReplicationFactorException) until someone restarts the task.
@@ -570,10 +571,7 @@ export class Pipeline {
         topic,
         numPartitions: 1,
         replicationFactor: 1,
-        configEntries: [
-          { name: 'cleanup.policy', value: 'delete' },
-          { name: 'retention.ms', value: '-1' },
-        ],
+        configEntries: changeTopicConfigEntries(),
       })),
     )
   }

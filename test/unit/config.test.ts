@@ -45,7 +45,39 @@ describe('loadApiConfig', () => {
       pageCacheBytes: 64 * 1024 * 1024,
       logLevel: 'info',
       cursorSecret: expect.any(String) as string,
+      shedding: {
+        maxEventLoopDelayMs: 50,
+        sampleIntervalMs: 100,
+        maxInFlight: 512,
+        retryAfterSeconds: 1,
+      },
     })
+  })
+
+  it('reads the load-shedding thresholds, 0 turning a check off, and refuses others', () => {
+    expect(
+      loadApiConfig({
+        DATA_DIR: dataDir,
+        API_SHED_EVENT_LOOP_DELAY_MS: '0',
+        API_SHED_MAX_IN_FLIGHT: '0',
+        API_SHED_RETRY_AFTER_SECONDS: '5',
+        API_SHED_SAMPLE_INTERVAL_MS: '20',
+      }).shedding,
+    ).toEqual({
+      maxEventLoopDelayMs: 0,
+      sampleIntervalMs: 20,
+      maxInFlight: 0,
+      retryAfterSeconds: 5,
+    })
+    for (const [name, value] of [
+      ['API_SHED_EVENT_LOOP_DELAY_MS', '-1'],
+      ['API_SHED_MAX_IN_FLIGHT', 'many'],
+      ['API_SHED_RETRY_AFTER_SECONDS', '0'],
+      ['API_SHED_SAMPLE_INTERVAL_MS', '5'],
+    ] as const) {
+      const error = refusal(() => loadApiConfig({ DATA_DIR: dataDir, [name]: value }))
+      expect(error.message).toMatch(new RegExp(`^\\s*${name}: .*\\(got "${value}"\\)$`, 'm'))
+    }
   })
 
   it('reads PAGE_CACHE_MB as megabytes, 0 turning the cache off, and refuses others, naming it', () => {
@@ -118,7 +150,11 @@ describe('the scripts loaders', () => {
       host: '127.0.0.1',
       port: 8080,
     })
-    expect(loadBenchConfig({})).toEqual({ durationSeconds: 8, connections: 16 })
+    expect(loadBenchConfig({})).toEqual({
+      durationSeconds: 8,
+      connections: 16,
+      overloadConnections: 128,
+    })
   })
 
   it('refuses bad values, naming the variable', () => {

@@ -27,6 +27,9 @@ export async function startApi(
     PORT: '0',
     ADMIN_PORT: '0',
     LOG_LEVEL: 'silent',
+    // In process, the api shares its event loop with the test: a fixture written synchronously
+    // would count as the api's delay and shed its next request. overload.test.ts turns it on.
+    API_SHED_EVENT_LOOP_DELAY_MS: '0',
     ...options.env,
   })
   const api = await buildApi({

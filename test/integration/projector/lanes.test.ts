@@ -1,6 +1,6 @@
 // Lanes (projector/lanes/lanes.ts): organizations applied on worker threads serve exactly what the
 // single-threaded applier serves, whatever lane each organization falls to, including the events
-// the main thread routes itself (key-only deletes, a row moving between organizations of two
+// the main thread routes itself (key-only deletes, bare tombstones, a row moving between organizations of two
 // lanes, a truncate).
 import Database from 'better-sqlite3'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
@@ -68,6 +68,11 @@ function lines(): string[] {
     // A delete carrying its key only, and its tombstone: routed by the routing index.
     record({ table: 'providers', op: 'd', before: { id: deleted }, lsn: 9e9 + 4, wrapped: false }),
     { ...record({ table: 'providers', op: 'd', before: { id: deleted } }), value: null },
+    // A tombstone whose delete compaction removed: a delete by key, through the routing index;
+    // and one of a row never seen: nothing.
+    record({ table: 'providers', op: 'c', after: providerRow(uuid(900_006), from), lsn: 9e9 + 5 }),
+    { ...record({ table: 'providers', op: 'd', before: { id: uuid(900_006) } }), value: null },
+    { ...record({ table: 'providers', op: 'd', before: { id: uuid(900_007) } }), value: null },
     // Routes are written in the order of ids, events packed in their own order (lanes.ts): a
     // row that moves there and back, and one that moves to the other lane and is then deleted
     // by its key, each within a few events, end where one-by-one routing would leave them.
@@ -166,6 +171,7 @@ describe('lanes', () => {
     expect(providerIds(organizationPath(twoLanes, from))).not.toContain(uuid(900_001))
     expect(providerIds(organizationPath(twoLanes, to))).toContain(uuid(900_001))
     expect(providerIds(organizationPath(twoLanes, to))).not.toContain(uuid(900_002))
+    expect(providerIds(organizationPath(twoLanes, from))).not.toContain(uuid(900_006))
     expect(providerIds(organizationPath(twoLanes, from))).toContain(uuid(900_004))
     expect(providerIds(organizationPath(twoLanes, to))).not.toContain(uuid(900_004))
     for (const organizationId of [from, to]) {

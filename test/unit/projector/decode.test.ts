@@ -216,13 +216,49 @@ describe('decodeRecord', () => {
     }
   })
 
-  it('skips tombstones, heartbeats, transaction topics and never-stored tables', () => {
-    expect(
-      decodeRecord(
-        { topic: 'product.public.providers', partition: 0, offset: '1', key: null, value: null },
-        'product',
-      ),
-    ).toEqual({ kind: 'skipped', reason: 'tombstone' })
+  it('decodes a tombstone as a delete by its key, of the table its topic names', () => {
+    const key = { schema: { type: 'struct' }, payload: { id: uuid(5).toUpperCase() } }
+    for (const k of [key, JSON.stringify(key), Buffer.from(JSON.stringify(key.payload))]) {
+      expect(
+        decodeRecord(
+          { topic: 'product.public.providers', partition: 0, offset: '1', key: k, value: null },
+          'product',
+        ),
+      ).toEqual({
+        kind: 'change',
+        change: {
+          kind: 'delete',
+          table: 'providers',
+          id: uuid(5),
+          position: { lsn: 0, snapshot: false, committedAtMs: undefined },
+          tombstone: true,
+        },
+      })
+    }
+    const tombstone = (topic: string, k: unknown) =>
+      decodeRecord({ topic, partition: 0, offset: '1', key: k, value: null }, 'product')
+    // Not a change topic of this prefix, or a table the replica does not have: nothing to do.
+    expect(tombstone('other.public.providers', key)).toEqual({
+      kind: 'skipped',
+      reason: 'tombstone',
+    })
+    expect(tombstone('product.public.unknown', key)).toEqual({
+      kind: 'skipped',
+      reason: 'tombstone',
+    })
+    expect(tombstone('product.public.payer_portal_logins', key)).toEqual({
+      kind: 'skipped',
+      reason: 'never_stored',
+    })
+    // A key that is not a row's id cannot be applied: a dead letter, not a silent skip.
+    expect(tombstone('product.public.providers', null)).toMatchObject({
+      kind: 'bad',
+      reason: 'schema_mismatch',
+      table: 'providers',
+    })
+  })
+
+  it('skips heartbeats, transaction topics and never-stored tables', () => {
     expect(
       decodeRecord(
         {
