@@ -42,11 +42,21 @@ export async function registerShedding(
 ): Promise<void> {
   const refusal = overloaded(config.retryAfterSeconds)
   if (config.maxEventLoopDelayMs > 0) {
+    // Start-up (modules compiled, files opened) holds the loop far longer than any request: the
+    // samples taken until two intervals after the server listens would refuse its first
+    // requests, so until then the delay is not acted on.
+    let armedAt = Number.POSITIVE_INFINITY
+    app.addHook('onListen', (done) => {
+      armedAt = performance.now() + 2 * config.sampleIntervalMs
+      done()
+    })
     await app.register(underPressure, {
       maxEventLoopDelay: config.maxEventLoopDelayMs,
       sampleInterval: config.sampleIntervalMs,
-      // Rejecting hands the refusal to the app's error handler, which maps every ApiError.
+      // Rejecting hands the refusal to the app's error handler, which maps every ApiError;
+      // returning nothing lets the request through.
       pressureHandler: () => {
+        if (performance.now() < armedAt) return undefined
         metrics.shed('event_loop_delay')
         return Promise.reject(refusal)
       },

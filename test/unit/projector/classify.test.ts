@@ -35,7 +35,29 @@ describe('classifyRecord', () => {
       'product',
     )
     expect(bad).toMatchObject({ kind: 'bad', reason: 'schema_mismatch', table: 'providers' })
-    const tombstone = { topic: 'product.public.providers', partition: 0, offset: '1', key: null }
-    expect(classifyRecord({ ...tombstone, value: null }, 'product')).toEqual({ kind: 'skipped' })
+    const heartbeat = {
+      topic: '__debezium-heartbeat.product',
+      partition: 0,
+      offset: '1',
+      key: null,
+    }
+    expect(classifyRecord({ ...heartbeat, value: { ts_ms: 1 } }, 'product')).toEqual({
+      kind: 'skipped',
+    })
+  })
+
+  it('a tombstone is a delete of its key for the organization files; without a key, a dead letter', () => {
+    const tombstone = { topic: 'product.public.providers', partition: 0, offset: '1' }
+    expect(
+      classifyRecord({ ...tombstone, key: { id: uuid(3) }, value: null }, 'product'),
+    ).toMatchObject({
+      kind: 'organization',
+      event: { change: { kind: 'delete', table: 'providers', id: uuid(3), tombstone: true } },
+    })
+    // Kafka never keeps a keyless record on a compacted topic; one on another is not a change.
+    expect(classifyRecord({ ...tombstone, key: null, value: null }, 'product')).toMatchObject({
+      kind: 'bad',
+      table: 'providers',
+    })
   })
 })
