@@ -231,6 +231,11 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       groupId: options.groupId,
       maxBytesPerPartition: 8 * 1024 * 1024,
       maxBytes: 32 * 1024 * 1024,
+      // The broker answers a fetch as soon as it has one byte (minBytes 1: a change is handed over
+      // the moment it is appended); maxWaitTimeInMs only bounds an idle fetch, so it sets how often
+      // an idle consumer wakes, not any change's delay (docs/freshness.md).
+      minBytes: 1,
+      maxWaitTimeInMs: 1_000,
       // kafkajs restarts the consumer itself after a crash on a retriable error (a lost broker is
       // waited for, logged, and resumed from the committed offsets); after any other it stops it
       // for good, which stops the projector (below).

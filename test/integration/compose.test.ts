@@ -114,11 +114,20 @@ describe('docker-compose.yml', () => {
 describe('deploy/debezium/connector.json', () => {
   const { config } = loadConnectorDefinition()
 
-  it('uses pgoutput and JsonConverter with schemas, and emits truncates', () => {
+  it('uses pgoutput and JsonConverter without schemas, and emits truncates', () => {
     expect(config['plugin.name']).toBe('pgoutput')
     expect(config['value.converter']).toBe('org.apache.kafka.connect.json.JsonConverter')
-    expect(config['value.converter.schemas.enable']).toBe('true')
+    expect(config['key.converter.schemas.enable']).toBe('false')
+    expect(config['value.converter.schemas.enable']).toBe('false')
     expect(config['skipped.operations']).toBe('none')
+  })
+
+  it('ships the low-latency settings and the heartbeat through the database (docs/freshness.md)', () => {
+    expect(Number(config['poll.interval.ms'])).toBeLessThanOrEqual(50)
+    expect(config['producer.override.linger.ms']).toBe('0')
+    expect(Number(config['heartbeat.interval.ms'])).toBeLessThanOrEqual(1000)
+    expect(config['heartbeat.action.query']).toMatch(/replica_heartbeat/)
+    expect(config['table.include.list']?.split(',')).toContain('public.replica_heartbeat')
   })
 
   it('subscribes to every source table except payer_portal_logins', () => {

@@ -1,6 +1,7 @@
 // Both of the JsonConverter's encodings from a real Debezium: one PostgreSQL, one Kafka Connect
-// worker with two connectors on the same tables, the deployed one (schemas.enable=true, under the
-// prefix `wrapped`) and the same with schemas.enable=false (prefix `schemaless`). The same rows
+// worker with two connectors on the same tables, the deployed one with schemas.enable=true (under
+// the prefix `wrapped`; deployed, it ships schemaless) and the same with schemas.enable=false
+// (prefix `schemaless`), which the rest of the e2e suite runs as shipped. The same rows
 // and changes reach both; a projector on each, over Kafka and from a file of the same records,
 // must serve the same documents, the projector being told nothing about the encoding.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -87,7 +88,12 @@ beforeAll(async () => {
     brokers: kafka.brokers,
     postgres,
     topicPrefix: 'wrapped',
-    overrides: { 'slot.name': 'wrapped', 'publication.name': 'wrapped' },
+    overrides: {
+      'slot.name': 'wrapped',
+      'publication.name': 'wrapped',
+      'key.converter.schemas.enable': ENCODINGS.wrapped,
+      'value.converter.schemas.enable': ENCODINGS.wrapped,
+    },
   })
   // The second connector on the same worker: its own slot, publication and prefix, no schemas.
   const schemaless = {
