@@ -80,6 +80,17 @@ const projectorEnv = z.object({
   LANES: positiveInt.max(64, 'must be at most 64').default(availableParallelism()),
   // Between two progress log lines of a long command when stderr is not a terminal (src/progress.ts).
   PROGRESS_INTERVAL_MS: positiveInt.default(5_000),
+  /**
+   * Debezium's heartbeat table's topic (docs/freshness.md); default `<prefix>.public.replica_heartbeat`.
+   */
+  HEARTBEAT_TOPIC: z.string().min(1).optional(),
+  /**
+   * How long after a heartbeat is read the change topics' ends are fetched for it: what Kafka
+   * Connect sent before the beat, on other partitions, is appended by then (docs/freshness.md).
+   */
+  FRESHNESS_SETTLE_MS: z.coerce.number().int().min(0).max(60_000).default(250),
+  /** Caught up and no heartbeat read for this long: one warning (table missing, not published). */
+  HEARTBEAT_MISSING_WARN_MS: positiveInt.default(30_000),
 })
 
 export type ProjectorConfig = {
@@ -95,6 +106,7 @@ export type ProjectorConfig = {
   documentBuildWorkers: number
   lanes: number
   progressIntervalMs: number
+  freshness: { heartbeatTopic: string; settleMs: number; missingWarnMs: number }
 }
 
 /**
@@ -155,6 +167,11 @@ const apiEnv = z.object({
    * api process behind one load balancer must share it; the default suits a single node.
    */
   CURSOR_SECRET: z.string().min(16, 'at least 16 characters').optional(),
+  /**
+   * /readyz fails while the data's freshness (docs/freshness.md) is known and older than this, so
+   * a load balancer drains a lagging node; it passes again by itself once the node catches up.
+   */
+  MAX_STALENESS_MS: positiveInt.default(30_000),
 })
 
 export type ApiConfig = {
@@ -169,6 +186,7 @@ export type ApiConfig = {
   pageCacheBytes: number
   logLevel: z.infer<typeof logLevel>
   cursorSecret: string
+  maxStalenessMs: number
 }
 
 /** Cursor secret of a deployment that sets none: cursors stay valid across restarts. */
@@ -245,6 +263,11 @@ export function loadProjectorConfig(env: Env): ProjectorConfig {
     documentBuildWorkers: e.DOCUMENT_BUILD_WORKERS,
     lanes: e.LANES,
     progressIntervalMs: e.PROGRESS_INTERVAL_MS,
+    freshness: {
+      heartbeatTopic: e.HEARTBEAT_TOPIC ?? `${e.TOPIC_PREFIX}.public.replica_heartbeat`,
+      settleMs: e.FRESHNESS_SETTLE_MS,
+      missingWarnMs: e.HEARTBEAT_MISSING_WARN_MS,
+    },
   }
 }
 
@@ -265,6 +288,7 @@ export function loadApiConfig(env: Env): ApiConfig {
     pageCacheBytes: e.PAGE_CACHE_MB * 1024 * 1024,
     logLevel: e.LOG_LEVEL,
     cursorSecret: e.CURSOR_SECRET ?? DEFAULT_CURSOR_SECRET,
+    maxStalenessMs: e.MAX_STALENESS_MS,
   }
 }
 
