@@ -219,13 +219,14 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     cachePages: pages.enabled,
     metrics,
   }
-  const openApiDocument = JSON.stringify(buildOpenApiDocument())
+  // A buffer, so that its ETag is computed once (etag.ts).
+  const openApiDocument = Buffer.from(JSON.stringify(buildOpenApiDocument()))
   await app.register(
     (v1, _options, done) => {
       v1.get('/openapi.json', (request, reply) => {
         const invalid = parseNoParams(rawQueryOf(request.url))
         if (invalid !== undefined) throw invalid
-        return sendJson(reply, openApiDocument)
+        return sendJson(reply, openApiDocument, true)
       })
       providerRoutes(v1, ctx)
       providerGroupRoutes(v1, ctx)
