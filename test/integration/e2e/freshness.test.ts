@@ -109,7 +109,7 @@ describe('freshness end to end', { timeout: 300_000 }, () => {
         if (r.completeThrough === null || r.completeThrough === 'unknown') return undefined
         const at = Date.parse(r.completeThrough)
         if (seen.at(-1) !== at) seen.push(at)
-        // Heartbeats every second: never this far behind on a quiet pipeline.
+        // Heartbeats twice a second: never this far behind on a quiet pipeline.
         expect(Number(r.lagMs)).toBeLessThan(5_000)
         return seen.length >= 4 ? true : undefined
       },
