@@ -7,6 +7,8 @@
 //   detail  one provider
 //   bare    a bare Fastify route (its own child process) returning a constant body of the size
 //           of a list page: the ceiling the list is compared with
+//   notModified  the list request with If-None-Match naming its current ETag: 304, no body
+//           (a poller whose page did not change); counted by status 304, not 2xx
 //   listUncached  the list request again, on a second api process with PAGE_CACHE_MB=0: every
 //           page read from SQLite (nothing writes to the file during the bench, so the first
 //           api serves list, cursor and since from its page cache after their first request)
@@ -14,7 +16,8 @@
 // bare route at that same rate: the latency the machine itself adds (other processes holding
 // the cores), the floor of the list's.
 // Prints the figures, then one line of JSON:
-//   {"listRps","bareRps","listP50Ms","listP99Ms","cursorRps","detailRps","listUncachedRps"}
+//   {"listRps","bareRps","listP50Ms","listP99Ms","cursorRps","detailRps","listUncachedRps",
+//    "notModifiedRps","notModifiedCpuMs","listCpuMs"}
 // A measured run with any error or non-2xx response makes the figures meaningless: the bench
 // then exits 1 instead of printing that line.
 //
@@ -136,7 +139,10 @@ async function main(bench: BenchConfig): Promise<void> {
     const auth = { authorization: `Bearer ${key}` }
     await waitFor(`${base}/providers?limit=1`, auth)
 
-    const firstPage = await (await fetch(`${base}/providers?limit=50`, { headers: auth })).text()
+    const first = await fetch(`${base}/providers?limit=50`, { headers: auth })
+    const etag = first.headers.get('etag')
+    const firstPage = await first.text()
+    if (etag === null) throw new BenchFailure('the list page has no ETag')
     // A cursor from the middle of the list: walk half of it in pages of 200.
     let middle = ''
     for (let page = 0; page < PROVIDERS / 400; page++) {
@@ -184,13 +190,22 @@ async function main(bench: BenchConfig): Promise<void> {
       )
     }
     results.listUncached = await autocannon(bench, uncachedList, key, uncachedProcess)
+    const notModified = await autocannon(bench, urls.list, key, apiProcess, undefined, [
+      `if-none-match=${etag}`,
+    ])
     const half = Math.max(1, Math.round((results.list as LoadResult).rps / 2))
     results.listHalf = await autocannon(bench, urls.list, key, apiProcess, half)
     results.bareHalf = await autocannon(bench, urls.bare, undefined, bareProcess, half)
 
     for (const [name, r] of Object.entries(results))
       process.stdout.write(`${resultLine(name, r)}\n`)
-    const failed = failedRuns(results)
+    process.stdout.write(`${resultLine('notModified (304)', notModified)}\n`)
+    // Every one of its answers is a 304, which autocannon counts as non-2xx: only errors fail it,
+    // and a body would show as bytes per request.
+    const failed = [
+      ...failedRuns(results),
+      ...(notModified.errors > 0 ? [`notModified: ${notModified.errors} errors`] : []),
+    ]
     if (failed.length > 0) {
       throw new BenchFailure(
         `requests failed during measured runs, the figures above are not valid:\n  ${failed.join('\n  ')}`,
@@ -207,7 +222,9 @@ async function main(bench: BenchConfig): Promise<void> {
         `list/bare ${((100 * list.rps) / bare.rps).toFixed(1)}% (target >= 50%), without the ` +
         `page cache ${((100 * uncached.rps) / bare.rps).toFixed(1)}%; ` +
         `p99 at ${half} req/s (half saturation) ${listHalf.p99} ms (target < 10 ms), the bare ` +
-        `route's at the same rate ${results.bareHalf.p99} ms\n`,
+        `route's at the same rate ${results.bareHalf.p99} ms; a 304 costs ` +
+        `${notModified.cpuMsPerRequest} ms of api CPU against ${list.cpuMsPerRequest} ms for the ` +
+        `cached page (${((100 * notModified.cpuMsPerRequest) / list.cpuMsPerRequest).toFixed(0)}%)\n`,
     )
     process.stdout.write(
       `${JSON.stringify({
@@ -218,6 +235,9 @@ async function main(bench: BenchConfig): Promise<void> {
         cursorRps: (results.cursor as LoadResult).rps,
         detailRps: (results.detail as LoadResult).rps,
         listUncachedRps: uncached.rps,
+        notModifiedRps: notModified.rps,
+        notModifiedCpuMs: notModified.cpuMsPerRequest,
+        listCpuMs: list.cpuMsPerRequest,
       })}\n`,
     )
   } finally {
