@@ -24,6 +24,8 @@
 // p50Ms and p99Ms are the detail GET's at 500 transactions/s; maxTps the rate the `max` step
 // committed; projectorKeptUp whether the lag stayed bounded at the highest rate reached.
 import { randomUUID } from 'node:crypto'
+import { readFileSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
 import { parseArgs } from 'node:util'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Kafka, logLevel } from 'kafkajs'
@@ -355,7 +357,9 @@ async function main(): Promise<void> {
         `p99 <= 250 ms at 2000/s: ${json.p99MsAt2000} ${json.p99MsAt2000 <= 250 ? 'met' : 'NOT met'}` +
         `${(at(2000)?.tps ?? 0) < 1900 ? ` (2000/s not reached: ${Math.round(at(2000)?.tps ?? 0)}/s committed)` : ''}; ` +
         `quiet staleness <= 2000 ms: ${quietStalenessMs <= 2000 ? 'met' : 'NOT met'}; projector kept up at ${Math.round(highest?.tps ?? 0)}/s: ${keptUp}\n` +
-        `(${Math.round((Date.now() - t0) / 1000)} s in all)\n`,
+        `(${Math.round((Date.now() - t0) / 1000)} s in all; machine load average at the end ` +
+        `${readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')} on ` +
+        `${availableParallelism()} cores)\n`,
     )
     process.stdout.write(`${JSON.stringify(json)}\n`)
   } finally {
@@ -446,7 +450,7 @@ function report(label: string, r: StepResult): void {
   const lags = r.lags.filter((l) => Number.isFinite(l))
   process.stderr.write(
     [
-      `  ${label}/s: committed ${Math.round(r.tps)} transactions/s, ${r.samples.length} samples`,
+      `  ${label}/s: committed ${Math.round(r.tps)} transactions/s, ${r.samples.length} samples (load average ${readFileSync('/proc/loadavg', 'utf8').split(' ')[0]})`,
       `    commit to served, detail GET      p50/p90/p99/max ms: ${stats(r.samples.map((s) => s.detailMs))}`,
       `    commit to served, updated_since   p50/p90/p99/max ms: ${stats(r.samples.map((s) => s.listMs))}`,
       `    hop commit -> Kafka append        p50/p90/p99/max ms: ${stats(r.samples.map((s) => s.kafkaMs))}`,
