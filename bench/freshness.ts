@@ -334,6 +334,17 @@ async function main(): Promise<void> {
     }
     watching = false
     await watcher
+    // One response's headers, as a client sees them.
+    const sample = await fetch(`${api}/providers/${orgs[0]!.providers[0]}`, {
+      headers: { authorization: `Bearer ${orgs[0]!.key}` },
+    })
+    await sample.arrayBuffer()
+    process.stderr.write(
+      `\none response: HTTP ${sample.status}\n${[...sample.headers]
+        .filter(([name]) => name !== 'date' && name !== 'connection' && name !== 'keep-alive')
+        .map(([name, value]) => `${name}: ${value}`)
+        .join('\n')}\n`,
+    )
 
     const at = (r: number) => results.find((x) => x.rate === r)
     const detail = (s: StepResult | undefined) =>
