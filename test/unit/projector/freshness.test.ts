@@ -70,6 +70,25 @@ describe('FreshnessTracker', () => {
     expect(t.completeThroughMs).toBe(2_000)
   })
 
+  it('proves the newest beat whose ends are reached, with every beat before it', () => {
+    const t = new FreshnessTracker({ settleMs: 0 })
+    for (const [commit, a] of [
+      [1_000, 5n],
+      [1_500, 8n],
+      [2_000, 12n],
+    ] as const) {
+      t.heartbeat(commit, commit)
+      expect(t.endsDue(commit).due).toBe(true)
+      t.setEnds(ends(a, 1n))
+    }
+    // The projector is past the second beat's ends, not yet the third's.
+    expect(t.advance((k) => (k === A ? 9n : 1n))).toBe(true)
+    expect(t.completeThroughMs).toBe(1_500)
+    expect(t.advance((k) => (k === A ? 11n : 1n))).toBe(false)
+    expect(t.advance((k) => (k === A ? 12n : 1n))).toBe(true)
+    expect(t.completeThroughMs).toBe(2_000)
+  })
+
   it('a failed fetch of the ends is asked again', () => {
     const t = new FreshnessTracker({ settleMs: 0 })
     t.heartbeat(1_000, 1_000)
