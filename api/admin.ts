@@ -8,6 +8,9 @@ export function buildAdmin(deps: {
   logger: Logger
   metrics: ApiMetrics
   replica: Replica
+  /** Known and staler than this: not ready (docs/freshness.md). */
+  maxStalenessMs: number
+  now: () => number
 }): FastifyInstance {
   const logger: FastifyBaseLogger = deps.logger.child({ server: 'admin' })
   const admin = Fastify({
@@ -16,10 +19,17 @@ export function buildAdmin(deps: {
   })
   admin.get('/healthz', (_request, reply) => reply.send({ status: 'ok' }))
   admin.get('/readyz', (_request, reply) => {
-    const ready = deps.replica.usable()
+    const usable = deps.replica.usable()
+    // Unknown staleness (no heartbeat applied yet) does not fail readiness: the projector warns
+    // about it, and responses say so; a known one past the bound drains the node until it recovers.
+    const stalenessMs = usable ? deps.replica.stalenessMs(deps.now()) : undefined
+    const stale = stalenessMs !== undefined && stalenessMs > deps.maxStalenessMs
+    const ready = usable && !stale
     return reply.code(ready ? 200 : 503).send({
-      status: ready ? 'ready' : 'not_ready',
+      status: ready ? 'ready' : stale ? 'stale' : 'not_ready',
       generation: deps.replica.generationName ?? null,
+      stalenessMs: stalenessMs ?? null,
+      maxStalenessMs: deps.maxStalenessMs,
     })
   })
   admin.get('/metrics', async (_request, reply) => {

@@ -36,6 +36,7 @@ import { buildOpenApiDocument } from './openapi.ts'
 import { registerShedding } from './overload.ts'
 import { PageCache } from './page-cache.ts'
 import { parseNoParams, rawQueryOf } from './params.ts'
+import { freshnessHeaders } from './freshness-headers.ts'
 import { rateLimitHeaders, registerRateLimits } from './rate-limit.ts'
 import { RequestLogger } from './request-log.ts'
 import { Replica, type ServedGeneration } from './replica.ts'
@@ -101,7 +102,9 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
   const metrics = createMetrics({
     openFiles: () => replica.openFiles,
     pageCacheBytes: () => pages.bytes,
+    stalenessMs: () => replica.stalenessMs(clock.now()),
   })
+  const clockSkewed = () => metrics.clockSkewed()
   const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl, logger)
   if (redis !== undefined && !(await ready(redis, REDIS_TIMEOUTS.connectMs))) {
     logger.warn('redis not reachable at start; requests pass unlimited until it is')
@@ -176,12 +179,17 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     request.served = served
     reply.raw.once('close', () => replica.release(served))
     const rawKey = bearerKey(request.headers.authorization)
-    const { notReady, key } = served.lookupRaw(rawKey instanceof ApiError ? undefined : rawKey)
+    const lookup = served.lookupRaw(rawKey instanceof ApiError ? undefined : rawKey)
+    const { notReady, key } = lookup
     if (notReady !== undefined) throw notReady
     if (rawKey instanceof ApiError) throw rawKey
-    const principal = authenticate(key, clock.now())
+    const now = clock.now()
+    const principal = authenticate(key, now)
     if (principal instanceof ApiError) throw principal
     request.principal = principal
+    // Read after the key's lookup chose the file, before the body is read from it: the instant
+    // stated is one the body is complete through (docs/freshness.md).
+    reply.headers(freshnessHeaders(served.freshnessFor(lookup, now, clockSkewed)))
     const states = await limit(request, principal)
     reply.headers(rateLimitHeaders(states))
     const refused = checkOrganization(principal) ?? requireScope(principal, scope)
@@ -215,13 +223,14 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     cachePages: pages.enabled,
     metrics,
   }
-  const openApiDocument = JSON.stringify(buildOpenApiDocument())
+  // A buffer, so that its ETag is computed once (etag.ts).
+  const openApiDocument = Buffer.from(JSON.stringify(buildOpenApiDocument()))
   await app.register(
     (v1, _options, done) => {
       v1.get('/openapi.json', (request, reply) => {
         const invalid = parseNoParams(rawQueryOf(request.url))
         if (invalid !== undefined) throw invalid
-        return sendJson(reply, openApiDocument)
+        return sendJson(reply, openApiDocument, true)
       })
       providerRoutes(v1, ctx)
       providerGroupRoutes(v1, ctx)
@@ -238,7 +247,13 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     socket.end(rawErrorResponse(methodNotAllowed()))
   })
 
-  const admin = buildAdmin({ logger, metrics, replica })
+  const admin = buildAdmin({
+    logger,
+    metrics,
+    replica,
+    maxStalenessMs: config.maxStalenessMs,
+    now: () => clock.now(),
+  })
 
   return {
     app,

@@ -10,6 +10,8 @@ export interface ApiMetrics {
   shed(reason: 'event_loop_delay' | 'in_flight'): void
   /** A list page looked up in the page cache: found (hit) or read from the file (miss). */
   pageCacheLookup(hit: boolean): void
+  /** A response whose freshness instant was ahead of this host's clock (clamped, counted). */
+  clockSkewed(): void
 }
 
 /** What the gauges read when scraped. */
@@ -18,6 +20,8 @@ export interface Gauges {
   openFiles(): number
   /** Bytes held by the list-page cache. */
   pageCacheBytes(): number
+  /** Milliseconds the served generation is behind its source (docs/freshness.md); undefined: unknown. */
+  stalenessMs(): number | undefined
 }
 
 export function createMetrics(gauges: Gauges): ApiMetrics {
@@ -76,6 +80,20 @@ export function createMetrics(gauges: Gauges): ApiMetrics {
   // Both series exist from the start, so a hit ratio is defined before the first lookup.
   pageCache.inc({ result: 'hit' }, 0)
   pageCache.inc({ result: 'miss' }, 0)
+  const skew = new Counter({
+    name: 'replica_api_clock_skew_anomalies_total',
+    help: "Responses whose freshness instant was after this host's clock: the clocks disagree (the lag was clamped to 0).",
+    registers: [registry],
+  })
+  new Gauge({
+    name: 'replica_api_staleness_seconds',
+    help: 'Now minus the commit instant the served generation is complete through (Replica-Complete-Through); NaN while unknown.',
+    registers: [registry],
+    collect() {
+      const lag = gauges.stalenessMs()
+      this.set(lag === undefined ? Number.NaN : lag / 1000)
+    },
+  })
   const hits = pageCache.labels({ result: 'hit' })
   const misses = pageCache.labels({ result: 'miss' })
   // Each request's series, looked up once per route and status (route patterns and statuses are
@@ -106,6 +124,9 @@ export function createMetrics(gauges: Gauges): ApiMetrics {
     },
     shed(reason) {
       shed.inc({ reason })
+    },
+    clockSkewed() {
+      skew.inc()
     },
     pageCacheLookup(hit) {
       if (hit) hits.inc()

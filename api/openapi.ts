@@ -124,6 +124,29 @@ const rateLimitHeaders = {
   'RateLimit-Remaining': 'requests left in the tighter policy',
   'RateLimit-Reset': 'seconds until the tighter policy resets',
 }
+/** Every response of an organization (docs/freshness.md), and every 200's tag (api/etag.ts). */
+const freshnessHeaders = {
+  'Replica-Complete-Through': {
+    description:
+      "The PostgreSQL commit instant (RFC 3339, UTC, milliseconds) through which this organization's data is complete: every change committed at or before it is reflected in the body. `unknown` when the replica cannot prove one yet (no heartbeat applied, or a rebuilt file not yet caught up): it is said, never guessed.",
+    schema: {
+      type: 'string',
+      pattern: '^(unknown|\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}:\\d{2}\\.\\d{3}Z)$',
+    },
+  },
+  'Replica-Lag-Ms': {
+    description:
+      'Milliseconds from Replica-Complete-Through to this response, never negative (corrected when the clocks are seen to disagree); `unknown` with it.',
+    schema: { type: 'string', pattern: '^(unknown|\\d+)$' },
+  },
+}
+const etagHeader = {
+  ETag: {
+    description:
+      'A strong tag of the body: it changes exactly when the body does. Send it back in If-None-Match to get 304 without a body while nothing changed.',
+    schema: { type: 'string' },
+  },
+}
 const headerRefs = (names: string[]) =>
   Object.fromEntries(names.map((n) => [n, { $ref: `#/components/headers/${n}` }]))
 
@@ -196,13 +219,19 @@ function operation(args: {
           ]
         : []),
       ...args.params.map((p) => ({ $ref: parameterComponent(p) })),
+      { $ref: '#/components/parameters/If-None-Match' },
     ],
     responses: {
       200: {
         description: 'OK',
-        headers: headerRefs(Object.keys(rateLimitHeaders)),
+        headers: headerRefs([
+          ...Object.keys(etagHeader),
+          ...Object.keys(freshnessHeaders),
+          ...Object.keys(rateLimitHeaders),
+        ]),
         content: { 'application/json': { schema: ref(args.body) } },
       },
+      304: { $ref: '#/components/responses/NotModified' },
       ...Object.fromEntries(
         statuses.map((s) => [s, { $ref: `#/components/responses/${responseFor(s)}` }]),
       ),
@@ -330,23 +359,35 @@ export function buildOpenApiDocument(): Json {
         },
       },
       schemas: componentSchemas(),
-      parameters: Object.fromEntries(
-        Object.entries(parameters).map(([name, p]) => [
-          name,
-          {
+      parameters: {
+        ...Object.fromEntries(
+          Object.entries(parameters).map(([name, p]) => [
             name,
-            in: 'query',
-            required: false,
-            description: p.description,
-            schema: clean(z.toJSONSchema(p.schema, { target: 'draft-2020-12', io: 'input' })),
-          },
-        ]),
-      ),
+            {
+              name,
+              in: 'query',
+              required: false,
+              description: p.description,
+              schema: clean(z.toJSONSchema(p.schema, { target: 'draft-2020-12', io: 'input' })),
+            },
+          ]),
+        ),
+        'If-None-Match': {
+          name: 'If-None-Match',
+          in: 'header',
+          required: false,
+          description:
+            'ETags of bodies already held (or `*`): when one is current, the answer is 304 without a body. A 304 counts against the rate limits like any request.',
+          schema: { type: 'string' },
+        },
+      },
       headers: {
         'Retry-After': {
           description: 'seconds to wait before retrying',
           schema: { type: 'integer', minimum: 0 },
         },
+        ...etagHeader,
+        ...freshnessHeaders,
         ...Object.fromEntries(
           Object.entries(rateLimitHeaders).map(([name, description]) => [
             name,
@@ -359,16 +400,27 @@ export function buildOpenApiDocument(): Json {
           ]),
         ),
       },
-      responses: Object.fromEntries(
-        Object.entries(errorResponses).map(([name, r]) => [
-          name,
-          {
-            description: `${r.description} (codes: ${r.codes.join(', ')})`,
-            ...(r.headers === undefined ? {} : { headers: headerRefs(r.headers) }),
-            content: { 'application/json': { schema: ref('Error') } },
-          },
-        ]),
-      ),
+      responses: {
+        NotModified: {
+          description:
+            'Not Modified: the If-None-Match request header names the current ETag; no body. It counts against the rate limits.',
+          headers: headerRefs([
+            ...Object.keys(etagHeader),
+            ...Object.keys(freshnessHeaders),
+            ...Object.keys(rateLimitHeaders),
+          ]),
+        },
+        ...Object.fromEntries(
+          Object.entries(errorResponses).map(([name, r]) => [
+            name,
+            {
+              description: `${r.description} (codes: ${r.codes.join(', ')})`,
+              ...(r.headers === undefined ? {} : { headers: headerRefs(r.headers) }),
+              content: { 'application/json': { schema: ref('Error') } },
+            },
+          ]),
+        ),
+      },
     },
   }
 }

@@ -7,6 +7,13 @@
 // So a rebuild's swap fails no request.
 import Database, { type Statement } from 'better-sqlite3'
 import type { Logger } from '../src/log.ts'
+import {
+  freshnessOf,
+  readFreshness,
+  UNKNOWN_FRESHNESS,
+  type Freshness,
+  type FreshnessRecord,
+} from '../src/freshness.ts'
 import { currentGenerationName, generation, type Generation } from '../src/layout.ts'
 import { openForReading, type SqliteDatabase } from '../src/sqlite.ts'
 import { hashKey, type KeyRecord } from './auth.ts'
@@ -20,7 +27,12 @@ type LookupRow = { state: string | null } & { [K in keyof KeyRecord]: KeyRecord[
 export interface Lookup {
   readonly notReady: ApiError | undefined
   readonly key: KeyRecord | undefined
+  /** How many times freshness.json had been read when this lookup read control.db. */
+  readonly freshnessReads: number
 }
+
+/** The freshness record is read again after this long (a tiny file read). */
+const FRESHNESS_REFRESH_MS = 20
 
 /** Known keys whose lookups are kept between two commits to control.db; more are not kept. */
 const KNOWN_KEYS_MAX = 10_000
@@ -41,6 +53,10 @@ export class ServedGeneration {
   #references = 0
   #retired = false
   #closed = false
+  readonly #dir: string
+  #freshness: FreshnessRecord | undefined
+  #freshnessReads = 0
+  #freshnessReadAt = -Infinity
 
   constructor(
     gen: Generation,
@@ -50,6 +66,7 @@ export class ServedGeneration {
     pages: PageCache,
   ) {
     this.name = gen.name
+    this.#dir = gen.dir
     this.#control = control
     // One statement (one read of control.db) per request: the replica's state, and the key with
     // its organization. Preparing reads the schema: a file that is not (yet) a control database
@@ -102,7 +119,40 @@ export class ServedGeneration {
         : temporarilyUnavailable('the replica is loading its first snapshot; try again shortly')
     const { state: _state, ...key } = row
     // organizationFile is nullable in KeyRecord: null stands for the default file.
-    return { notReady, key: row.id === null ? undefined : (key as KeyRecord) }
+    return {
+      notReady,
+      key: row.id === null ? undefined : (key as KeyRecord),
+      freshnessReads: this.#freshnessReads,
+    }
+  }
+
+  /**
+   * The generation's freshness record (src/freshness.ts), read again every FRESHNESS_REFRESH_MS:
+   * one read earlier than needed claims less, never more. undefined: none yet.
+   */
+  freshnessRecord(nowMs: number): FreshnessRecord | undefined {
+    if (nowMs - this.#freshnessReadAt >= FRESHNESS_REFRESH_MS) this.#readFreshness(nowMs)
+    return this.#freshness
+  }
+
+  /**
+   * What a response of the key's organization says about its freshness, read after the lookup
+   * that chose its file: for a file a rebuild swapped in, the record must have been read after
+   * that lookup, since the projector writes the file's hold before it commits the swap
+   * (docs/freshness.md), and an older record would not hold it back.
+   */
+  freshnessFor(lookup: Lookup, nowMs: number, skewed?: () => void): Freshness {
+    const file = lookup.key?.organizationFile ?? null
+    if (lookup.key === undefined) return UNKNOWN_FRESHNESS
+    if (file !== null && this.#freshnessReads <= lookup.freshnessReads) this.#readFreshness(nowMs)
+    else this.freshnessRecord(nowMs)
+    return freshnessOf(this.#freshness, file, nowMs, skewed)
+  }
+
+  #readFreshness(nowMs: number): void {
+    this.#freshness = readFreshness(this.#dir)
+    this.#freshnessReads++
+    this.#freshnessReadAt = nowMs
   }
 
   #controlRead<T>(read: () => T): T {
@@ -196,6 +246,16 @@ export class Replica {
     let n = this.#current?.openFiles ?? 0
     for (const served of this.#draining) n += served.openFiles
     return n
+  }
+
+  /**
+   * How far behind its source the served generation is, in milliseconds (docs/freshness.md);
+   * undefined while unknown (no heartbeat applied yet, or no generation).
+   */
+  stalenessMs(nowMs: number): number | undefined {
+    const current = this.#current
+    if (current === undefined) return undefined
+    return freshnessOf(current.freshnessRecord(nowMs), null, nowMs).lagMs
   }
 
   get generationName(): string | undefined {

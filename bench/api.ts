@@ -7,6 +7,8 @@
 //   detail  one provider
 //   bare    a bare Fastify route (its own child process) returning a constant body of the size
 //           of a list page: the ceiling the list is compared with
+//   notModified  the list request with If-None-Match naming its current ETag: 304, no body
+//           (a poller whose page did not change); counted by status 304, not 2xx
 //   listUncached  the list request again, on a second api process with PAGE_CACHE_MB=0: every
 //           page read from SQLite (nothing writes to the file during the bench, so the first
 //           api serves list, cursor and since from its page cache after their first request)
@@ -20,9 +22,10 @@
 // Prints the figures, then one line of JSON:
 //   {"listRps","bareRps","listP50Ms","listP99Ms","cursorRps","detailRps","listUncachedRps",
 //    "overloadServedP99Ms","overloadErrors","overloadServedRps","overloadShed",
-//    "overloadNoShedServedP99Ms"} (the last: the same overload on an api that does not shed)
-// A measured run other than the overload run with any error or non-2xx response makes the
-// figures meaningless: the bench then exits 1 instead of printing that line.
+//    "overloadNoShedServedP99Ms","notModifiedRps","notModifiedCpuMs","listCpuMs"} (overloadNoShed:
+// the same overload on an api that does not shed)
+// A measured run other than the overload run with any error or non-2xx response (a 304 run: any
+// error) makes the figures meaningless: the bench then exits 1 instead of printing that line.
 //
 // Environment: BENCH_DURATION_SECONDS (8 per run), BENCH_CONNECTIONS (16),
 // BENCH_OVERLOAD_CONNECTIONS (128); the api's own API_SHED_* pass through; BENCH_API_CPU_PROF=<dir>
@@ -150,7 +153,10 @@ async function main(bench: BenchConfig): Promise<void> {
     const auth = { authorization: `Bearer ${key}` }
     await waitFor(`${base}/providers?limit=1`, auth)
 
-    const firstPage = await (await fetch(`${base}/providers?limit=50`, { headers: auth })).text()
+    const first = await fetch(`${base}/providers?limit=50`, { headers: auth })
+    const etag = first.headers.get('etag')
+    const firstPage = await first.text()
+    if (etag === null) throw new BenchFailure('the list page has no ETag')
     // A cursor from the middle of the list: walk half of it in pages of 200.
     let middle = ''
     for (let page = 0; page < PROVIDERS / 400; page++) {
@@ -201,12 +207,16 @@ async function main(bench: BenchConfig): Promise<void> {
       )
     }
     results.listUncached = await autocannon(bench, uncachedList, key, uncachedProcess)
+    const notModified = await autocannon(bench, urls.list, key, apiProcess, undefined, [
+      `if-none-match=${etag}`,
+    ])
     const half = Math.max(1, Math.round((results.list as LoadResult).rps / 2))
     results.listHalf = await autocannon(bench, urls.list, key, apiProcess, half)
     results.bareHalf = await autocannon(bench, urls.bare, undefined, bareProcess, half)
 
     for (const [name, r] of Object.entries(results))
       process.stdout.write(`${resultLine(name, r)}\n`)
+    process.stdout.write(`${resultLine('notModified (304)', notModified)}\n`)
     // Twice the saturation rate: to the api that sheds, then, for comparison, to the one that
     // does not (what the same load costs the requests served when they all queue).
     const overloadRate = 2 * (results.list as LoadResult).rps
@@ -224,7 +234,12 @@ async function main(bench: BenchConfig): Promise<void> {
           `${r.wrong}, connection errors ${r.errors}\n`,
       )
     }
-    const failed = failedRuns(results)
+    // Every one of the 304 run's answers is a 304, which autocannon counts as non-2xx: only
+    // errors fail it, and a body would show as bytes per request.
+    const failed = [
+      ...failedRuns(results),
+      ...(notModified.errors > 0 ? [`notModified: ${notModified.errors} errors`] : []),
+    ]
     if (failed.length > 0) {
       throw new BenchFailure(
         `requests failed during measured runs, the figures above are not valid:\n  ${failed.join('\n  ')}`,
@@ -241,7 +256,9 @@ async function main(bench: BenchConfig): Promise<void> {
         `list/bare ${((100 * list.rps) / bare.rps).toFixed(1)}% (target >= 50%), without the ` +
         `page cache ${((100 * uncached.rps) / bare.rps).toFixed(1)}%; ` +
         `p99 at ${half} req/s (half saturation) ${listHalf.p99} ms (target < 10 ms), the bare ` +
-        `route's at the same rate ${results.bareHalf.p99} ms\n` +
+        `route's at the same rate ${results.bareHalf.p99} ms; a 304 costs ` +
+        `${notModified.cpuMsPerRequest} ms of api CPU against ${list.cpuMsPerRequest} ms for the ` +
+        `cached page (${((100 * notModified.cpuMsPerRequest) / list.cpuMsPerRequest).toFixed(0)}%)\n` +
         `overload at 2x saturation: served p99 ${overload.servedP99Ms} ms (target < 50 ms; ` +
         `${queued.servedP99Ms} ms without shedding), ` +
         `${overload.wrong + overload.errors} responses other than 2xx or 503 with Retry-After ` +
@@ -261,6 +278,9 @@ async function main(bench: BenchConfig): Promise<void> {
         overloadServedRps: overload.servedRps,
         overloadShed: overload.shed,
         overloadNoShedServedP99Ms: queued.servedP99Ms,
+        notModifiedRps: notModified.rps,
+        notModifiedCpuMs: notModified.cpuMsPerRequest,
+        listCpuMs: list.cpuMsPerRequest,
       })}\n`,
     )
   } finally {

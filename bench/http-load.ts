@@ -76,10 +76,13 @@ export async function autocannon(
   key: string | undefined,
   server: ChildProcess,
   rate?: number,
+  /** More request headers, `name=value` (autocannon's -H). */
+  headers: readonly string[] = [],
 ): Promise<LoadResult> {
   const cpuBefore = cpuSeconds(server.pid as number)
   const args = ['--json', '-c', String(bench.connections), '-d', String(bench.durationSeconds)]
   if (key !== undefined) args.push('-H', `authorization=Bearer ${key}`)
+  for (const header of headers) args.push('-H', header)
   if (rate !== undefined) args.push('-R', String(rate))
   args.push(url)
   const child = spawn(autocannonBin, args, { stdio: ['ignore', 'pipe', 'ignore'] })

@@ -15,9 +15,11 @@ import {
   type Generation,
 } from '../src/layout.ts'
 import type { Progress } from '../src/progress.ts'
+import { readFreshness, writeFreshness } from '../src/freshness.ts'
 import { buildAdmin, type Readiness } from './admin.ts'
 import type { BatchOutcome } from './lanes/apply.ts'
 import { appendDeadLetters, logDeadLetters } from './sources/dead-letters.ts'
+import { FreshnessTracker } from './sources/freshness.ts'
 import { freeBytes, isDiskFull, waitForSpace } from './storage/disk-space.ts'
 import {
   createLaneApplier,
@@ -117,6 +119,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
    * rebuild is published (from then on documents change from their own stored state).
    */
   let prior: PriorGeneration | undefined
+  let heartbeatWatch: NodeJS.Timeout | undefined
 
   function openApplier(offsetGuard: boolean, previous?: Generation): LaneApplier {
     if (previous !== undefined) prior = openPriorGeneration(previous)
@@ -177,6 +180,38 @@ export function createProjector(deps: ProjectorDeps): Projector {
     metrics.recordBatch(outcome, seconds, clock().getTime())
   }
 
+  /**
+   * The freshness tracker of the generation this process writes (docs/freshness.md), resuming from
+   * what it published last, and its one warning when no heartbeat comes.
+   */
+  function freshnessFor(gen: Generation) {
+    const tracker = new FreshnessTracker({
+      settleMs: config.freshness.settleMs,
+      previous: readFreshness(gen.dir),
+    })
+    metrics.watchFreshness(() => ({
+      completeThroughMs: tracker.completeThroughMs,
+      clockBehindMs: tracker.clockBehindMs,
+    }))
+    clearTimeout(heartbeatWatch)
+    heartbeatWatch = setTimeout(function check() {
+      if (!ready || tracker.heartbeats > 0) {
+        if (tracker.heartbeats === 0) heartbeatWatch = setTimeout(check, 1_000).unref()
+        return
+      }
+      logger.warn(
+        { topic: config.freshness.heartbeatTopic, waitedMs: config.freshness.missingWarnMs },
+        "no heartbeat from the database: responses say their freshness is unknown. Is the replica_heartbeat table in the connector's publication, and heartbeat.action.query set? (docs/freshness.md)",
+      )
+    }, config.freshness.missingWarnMs).unref()
+    return {
+      heartbeatTopic: config.freshness.heartbeatTopic,
+      tracker,
+      onHeartbeat: (delayMs: number) => metrics.recordHeartbeat(delayMs),
+      publish: () => writeFreshness(gen.dir, tracker.record(clock().getTime())),
+    }
+  }
+
   /** Builds what the load deferred and records the catch-up; false if stopped before that. */
   const caughtUp = async (): Promise<boolean> => {
     const a = applier
@@ -229,6 +264,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
         take: takeHandovers,
       },
       progress,
+      freshness: freshnessFor(generation),
       onFatal: (error) => {
         if (isDiskFull(error)) {
           void waitOutFullDisk(error)
@@ -404,6 +440,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
       stopped.abort()
       // First: a Kafka batch waiting for the catch-up build would hold up the consumer's stop.
       applier?.stopBuilding()
+      clearTimeout(heartbeatWatch)
       await source?.stop()
       await admin?.close()
       await applier?.close()

@@ -84,6 +84,17 @@ const projectorEnv = z.object({
   // How long `--rebuild --org` and `verify --repair` wait for the live projector to take what they
   // hand over before they withdraw it (exit 2, nothing swapped): 5 minutes.
   HANDOVER_TIMEOUT_MS: positiveInt.default(300_000),
+  /**
+   * Debezium's heartbeat table's topic (docs/freshness.md); default `<prefix>.public.replica_heartbeat`.
+   */
+  HEARTBEAT_TOPIC: z.string().min(1).optional(),
+  /**
+   * How long after a heartbeat is read the change topics' ends are fetched for it: what Kafka
+   * Connect sent before the beat, on other partitions, is appended by then (docs/freshness.md).
+   */
+  FRESHNESS_SETTLE_MS: z.coerce.number().int().min(0).max(60_000).default(250),
+  /** Caught up and no heartbeat read for this long: one warning (table missing, not published). */
+  HEARTBEAT_MISSING_WARN_MS: positiveInt.default(30_000),
 })
 
 export type ProjectorConfig = {
@@ -100,6 +111,7 @@ export type ProjectorConfig = {
   lanes: number
   progressIntervalMs: number
   handoverTimeoutMs: number
+  freshness: { heartbeatTopic: string; settleMs: number; missingWarnMs: number }
 }
 
 /**
@@ -171,6 +183,11 @@ const apiEnv = z.object({
   API_SHED_MAX_IN_FLIGHT: z.coerce.number().int().min(0).default(512),
   /** The Retry-After of a refused request, in seconds. */
   API_SHED_RETRY_AFTER_SECONDS: positiveInt.max(3600).default(1),
+  /**
+   * /readyz fails while the data's freshness (docs/freshness.md) is known and older than this, so
+   * a load balancer drains a lagging node; it passes again by itself once the node catches up.
+   */
+  MAX_STALENESS_MS: positiveInt.default(30_000),
 })
 
 export type ApiConfig = {
@@ -192,6 +209,7 @@ export type ApiConfig = {
     maxInFlight: number
     retryAfterSeconds: number
   }
+  maxStalenessMs: number
 }
 
 /** Cursor secret of a deployment that sets none: cursors stay valid across restarts. */
@@ -273,6 +291,11 @@ export function loadProjectorConfig(env: Env): ProjectorConfig {
     lanes: e.LANES,
     progressIntervalMs: e.PROGRESS_INTERVAL_MS,
     handoverTimeoutMs: e.HANDOVER_TIMEOUT_MS,
+    freshness: {
+      heartbeatTopic: e.HEARTBEAT_TOPIC ?? `${e.TOPIC_PREFIX}.public.replica_heartbeat`,
+      settleMs: e.FRESHNESS_SETTLE_MS,
+      missingWarnMs: e.HEARTBEAT_MISSING_WARN_MS,
+    },
   }
 }
 
@@ -299,6 +322,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       maxInFlight: e.API_SHED_MAX_IN_FLIGHT,
       retryAfterSeconds: e.API_SHED_RETRY_AFTER_SECONDS,
     },
+    maxStalenessMs: e.MAX_STALENESS_MS,
   }
 }
 

@@ -27,6 +27,7 @@ import {
 } from '../params.ts'
 import type { ServedGeneration } from '../replica.ts'
 import { type Allocate, ownedBuffer, type ResponseBuffers } from '../buffers.ts'
+import { etagOf, noneMatch } from '../etag.ts'
 
 export interface Clock {
   /** Epoch milliseconds. */
@@ -110,7 +111,14 @@ export function listRequest(
   return checked
 }
 
-export function sendJson(reply: FastifyReply, body: Buffer | string): FastifyReply {
+/**
+ * A 200 with its ETag (etag.ts), or 304 without a body when the request's If-None-Match names it.
+ * `kept`: the body is sent again unchanged (a cached page), so its tag is kept with it.
+ */
+export function sendJson(reply: FastifyReply, body: Buffer | string, kept = false): FastifyReply {
+  const tag = etagOf(body, kept)
+  reply.header('etag', tag)
+  if (noneMatch(reply.request.headers['if-none-match'], tag)) return reply.code(304).send()
   return reply.type(JSON_TYPE).send(body)
 }
 
@@ -162,7 +170,7 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
       file.cachedPage(pageKey, () => envelope(read(file), ownedBuffer)),
     )
     ctx.metrics.pageCacheLookup(hit)
-    return sendJson(reply, body)
+    return sendJson(reply, body, true)
   })
 }
 

@@ -16,6 +16,7 @@ import type { Progress } from '../../src/progress.ts'
 import type { BatchOutcome } from '../lanes/apply.ts'
 import { deadLetterHeaders, deadLetterValue, logDeadLetters } from './dead-letters.ts'
 import type { SourceRecord } from '../decode/decode.ts'
+import { heartbeatCommitMs, type FreshnessTracker, type PartitionEnds } from './freshness.ts'
 import { handoverSeeks, type HandoverRequest } from '../storage/handover.ts'
 import { CHANGE_TOPIC_CONFIG, changeTopicConfigEntries } from './topic-config.ts'
 
@@ -59,6 +60,19 @@ export interface KafkaSourceOptions {
    * connection: every event there is for a fresh consumer group (a rebuild).
    */
   progress?: Progress | undefined
+  /**
+   * Freshness (projector/freshness.ts, docs/freshness.md): the heartbeat table's topic is consumed
+   * beside the change topics and its beats fed to the tracker, which the source tells what every
+   * change partition has applied, files committed. `publish` is called whenever the tracker's
+   * record changed, before anything it covers is swapped.
+   */
+  freshness?: {
+    heartbeatTopic: string
+    tracker: FreshnessTracker
+    /** A beat read, with its delay by the local clock (commit to read). */
+    onHeartbeat?: (delayMs: number) => void
+    publish: () => void
+  }
 }
 
 /** The Kafka consumer stopped and kafkajs will not restart it: the projector must stop. */
@@ -88,7 +102,10 @@ export function changeTopics(topicPrefix: string): string[] {
 
 export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   const { logger, applier } = options
-  const topics = [...(options.topics ?? changeTopics(options.topicPrefix))]
+  const freshness = options.freshness
+  /** The change topics: what a freshness candidate must see applied (not the heartbeat topic). */
+  const dataTopics = [...(options.topics ?? changeTopics(options.topicPrefix))]
+  const topics = freshness === undefined ? dataTopics : [...dataTopics, freshness.heartbeatTopic]
   const kafka = new Kafka({
     clientId: options.clientId,
     brokers: options.brokers,
@@ -113,6 +130,15 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   const uncommitted = new Map<string, { topic: string; partition: number; offset: string }>()
   /** The next offset to read of each partition this process has applied a batch of. */
   const position = new Map<string, bigint>()
+  /**
+   * The next offset of each partition whose files are committed: `position` as of the last files'
+   * commit, lowered at once by a hand-over's seek. What freshness is proved on.
+   */
+  const visible = new Map<string, bigint>()
+  /** The group's committed offsets when this process started: committed only after the files. */
+  const committedAtStart = new Map<string, bigint>()
+  let freshnessTimer: NodeJS.Timeout | undefined
+  let lastBeatCommitAt = 0
   let lastCommitAt = Date.now()
   let progressTotalSet = false
   let handoverTimer: NodeJS.Timeout | undefined
@@ -149,13 +175,22 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     // Every batch handed over is applied and recorded first: the seeks start from there.
     await settling
     const seeks = handoverSeeks(requests, await nextOffsets())
-    for (const seek of seeks) uncommitted.set(`${seek.topic}\u0000${seek.partition}`, seek)
+    // Positions go back first, then the swapped files are held behind the published instant, and
+    // only then swapped: no instant is proved for them on positions they have not reached, and no
+    // reader finds a swapped file before the hold (docs/freshness.md).
+    for (const seek of seeks) {
+      const key = `${seek.topic}\u0000${seek.partition}`
+      position.set(key, BigInt(seek.offset))
+      visible.set(key, BigInt(seek.offset))
+      uncommitted.set(key, seek)
+    }
+    if (freshness !== undefined) {
+      freshness.tracker.hold(requests.map((r) => r.file))
+      freshness.publish()
+    }
     if (seeks.length > 0) await commitApplied()
     await handovers.take(requests)
-    for (const seek of seeks) {
-      consumer.seek(seek)
-      position.set(`${seek.topic}\u0000${seek.partition}`, BigInt(seek.offset))
-    }
+    for (const seek of seeks) consumer.seek(seek)
     if (seeks.length > 0) {
       logger.info({ seeks }, 'went back to where the rebuilt files end, to bring them up to date')
     }
@@ -177,6 +212,8 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     if (failed) return
     await applier.commit()
     lastCommitAt = Date.now()
+    for (const [key, next] of position) visible.set(key, next)
+    advanceFreshness()
     if (uncommitted.size === 0 || consumer === undefined) return
     const offsets = [...uncommitted.values()]
     uncommitted.clear()
@@ -208,6 +245,17 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       })
     }
 
+    if (freshness !== undefined && committedAtStart.size === 0) {
+      for (const { topic, partitions } of await admin.fetchOffsets({
+        groupId: options.groupId,
+        topics: dataTopics,
+      })) {
+        for (const { partition, offset } of partitions) {
+          if (offset !== '-1') committedAtStart.set(`${topic}\u0000${partition}`, BigInt(offset))
+        }
+      }
+    }
+
     if (options.progress !== undefined && !progressTotalSet) {
       options.progress.setTotal(await eventsInTopics(admin))
       progressTotalSet = true
@@ -228,6 +276,11 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       groupId: options.groupId,
       maxBytesPerPartition: 8 * 1024 * 1024,
       maxBytes: 32 * 1024 * 1024,
+      // The broker answers a fetch as soon as it has one byte (minBytes 1: a change is handed over
+      // the moment it is appended); maxWaitTimeInMs only bounds an idle fetch, so it sets how often
+      // an idle consumer wakes, not any change's delay (docs/freshness.md).
+      minBytes: 1,
+      maxWaitTimeInMs: 1_000,
       // kafkajs restarts the consumer itself after a crash on a retriable error (a lost broker is
       // waited for, logged, and resumed from the committed offsets); after any other it stops it
       // for good, which stops the projector (below).
@@ -273,6 +326,10 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     await throwIfBroken()
     if (batch.messages.length === 0 || !payload.isRunning() || payload.isStale()) return
     if (failed) return
+    if (freshness !== undefined && batch.topic === freshness.heartbeatTopic) {
+      await heartbeats(payload)
+      return
+    }
     // Catch-up's document build writes the files on worker threads: wait, staying in the group.
     for (let build = applier.buildInProgress(); build; build = applier.buildInProgress()) {
       await Promise.race([build, sleep(1_000)])
@@ -325,6 +382,98 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     if (atEnd || !payload.isRunning()) await heartbeating(payload, settling)
     else if (unsettled > MAX_AHEAD) await heartbeating(payload, previous)
     await throwIfBroken()
+  }
+
+  /**
+   * Beats of the heartbeat table: never applied to a file, only fed to the freshness tracker. Their
+   * offsets are committed with the next files' commit (at once when it is due), like any batch's.
+   */
+  async function heartbeats(payload: EachBatchPayload): Promise<void> {
+    const { batch } = payload
+    const now = Date.now()
+    for (const message of batch.messages) {
+      const commitMs = heartbeatCommitMs(message.value)
+      if (commitMs === undefined) continue
+      const delay = freshness!.tracker.heartbeat(commitMs, now)
+      freshness!.onHeartbeat?.(delay)
+    }
+    const last = batch.lastOffset()
+    payload.resolveOffset(last)
+    const key = `${batch.topic}\u0000${batch.partition}`
+    const offset = {
+      topic: batch.topic,
+      partition: batch.partition,
+      offset: String(BigInt(last) + 1n),
+    }
+    position.set(key, BigInt(offset.offset))
+    // Beats touch no file, so their offsets need not wait for one: committed on their own before
+    // the catch-up (which waits for every partition's lag, this one's too), then every few seconds.
+    if (!caughtUp || Date.now() - lastBeatCommitAt >= HEARTBEAT_COMMIT_MS) {
+      uncommitted.delete(key)
+      await consumer?.commitOffsets([offset])
+      lastBeatCommitAt = Date.now()
+      if (!caughtUp && batch.offsetLag() === '0') checkLagNow()
+    } else {
+      uncommitted.set(key, offset)
+    }
+    await payload.heartbeat()
+    pumpFreshness()
+  }
+
+  /** The end offsets of every change partition, for a freshness candidate. */
+  async function changeEnds(): Promise<Map<string, PartitionEnds>> {
+    if (admin === undefined) throw new Error('not connected')
+    const client = admin
+    const ends = new Map<string, PartitionEnds>()
+    const all = await Promise.all(
+      dataTopics.map(async (topic) => ({
+        topic,
+        partitions: await client.fetchTopicOffsets(topic),
+      })),
+    )
+    for (const { topic, partitions } of all) {
+      for (const p of partitions) {
+        ends.set(`${topic}\u0000${p.partition}`, { low: BigInt(p.low), high: BigInt(p.high) })
+      }
+    }
+    return ends
+  }
+
+  /** Fetches the ends a candidate is due for, or waits until it is. */
+  function pumpFreshness(): void {
+    if (freshness === undefined || stopping) return
+    clearTimeout(freshnessTimer)
+    const { due, msUntil } = freshness.tracker.endsDue(Date.now())
+    if (due) {
+      changeEnds().then(
+        (ends) => {
+          freshness.tracker.setEnds(ends)
+          advanceFreshness()
+          pumpFreshness()
+        },
+        (error: unknown) => {
+          freshness.tracker.setEnds(undefined)
+          logger.debug({ err: error }, 'could not fetch the change topics ends for freshness')
+          freshnessTimer = setTimeout(pumpFreshness, FRESHNESS_RETRY_MS)
+          freshnessTimer.unref()
+        },
+      )
+    } else if (msUntil !== undefined) {
+      freshnessTimer = setTimeout(pumpFreshness, msUntil)
+      freshnessTimer.unref()
+    }
+  }
+
+  /**
+   * Proves what the committed files allow. Not before the catch-up: until the documents of an
+   * initial load are built, committed mirror rows are not yet what the api serves.
+   */
+  function advanceFreshness(): void {
+    if (freshness === undefined || !caughtUp) return
+    const changed = freshness.tracker.advance(
+      (key) => visible.get(key) ?? committedAtStart.get(key),
+    )
+    if (changed) freshness.publish()
   }
 
   /** A batch failed to settle: thrown to kafkajs once all are settled; it restarts from the
@@ -426,6 +575,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       options.progress?.done()
       await options.onCaughtUp()
       caughtUp = true
+      advanceFreshness()
     }
   }
 
@@ -486,6 +636,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
       options.progress?.done()
       if (lagTimer !== undefined) clearTimeout(lagTimer)
       if (handoverTimer !== undefined) clearInterval(handoverTimer)
+      clearTimeout(freshnessTimer)
       // Offsets held back for the load's open transactions: committed while the group is joined
       // (a batch in hand when the consumer stops commits its own: `!isRunning()` above).
       await settling
@@ -500,6 +651,12 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
 
 /** Batches applied while the next is fetched and routed (`settling`). */
 const MAX_AHEAD = 1
+
+/** While only beats arrive, their offsets are committed this often (the lag metric reads them). */
+const HEARTBEAT_COMMIT_MS = 5_000
+
+/** A failed fetch of the change topics' ends for freshness is tried again after this. */
+const FRESHNESS_RETRY_MS = 1_000
 
 /** The longest an initial load holds applied batches uncommitted (with their offsets). */
 const HOLD_MS = 5_000

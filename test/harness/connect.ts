@@ -71,8 +71,8 @@ function workerProperties(brokers: string[], dir: string, pluginDir: string, por
     // Worker defaults; the connector definition sets the same converters explicitly.
     'key.converter=org.apache.kafka.connect.json.JsonConverter',
     'value.converter=org.apache.kafka.connect.json.JsonConverter',
-    'key.converter.schemas.enable=true',
-    'value.converter.schemas.enable=true',
+    'key.converter.schemas.enable=false',
+    'value.converter.schemas.enable=false',
     `offset.storage.file.filename=${join(dir, 'connect.offsets')}`,
     'offset.flush.interval.ms=1000',
     `plugin.path=${pluginDir}`,

@@ -115,13 +115,13 @@ describe('docker-compose.yml', () => {
 describe('deploy/debezium/connector.json', () => {
   const { config } = loadConnectorDefinition()
 
-  it('uses pgoutput and JsonConverter with schemas, and skips truncates (keyless: a compacted topic refuses them)', () => {
+  it('uses pgoutput and JsonConverter without schemas, and skips truncates (keyless: a compacted topic refuses them)', () => {
     expect(config['plugin.name']).toBe('pgoutput')
     expect(config['value.converter']).toBe('org.apache.kafka.connect.json.JsonConverter')
-    expect(config['value.converter.schemas.enable']).toBe('true')
+    expect(config['key.converter.schemas.enable']).toBe('false')
+    expect(config['value.converter.schemas.enable']).toBe('false')
     expect(config['skipped.operations']).toBe('t')
   })
-
   it('creates the change topics as the projector does: compacted, from the recovery contract', () => {
     const created = Object.fromEntries(
       Object.entries(config)
@@ -133,6 +133,14 @@ describe('deploy/debezium/connector.json', () => {
     expect(Number(CHANGE_TOPIC_CONFIG['delete.retention.ms'])).toBe(
       RECOVERY_CONTRACT.longestOutageMs + RECOVERY_CONTRACT.longestRebuildMs,
     )
+  })
+
+  it('ships the low-latency settings and the heartbeat through the database (docs/freshness.md)', () => {
+    expect(Number(config['poll.interval.ms'])).toBeLessThanOrEqual(50)
+    expect(config['producer.override.linger.ms']).toBe('0')
+    expect(Number(config['heartbeat.interval.ms'])).toBeLessThanOrEqual(1000)
+    expect(config['heartbeat.action.query']).toMatch(/replica_heartbeat/)
+    expect(config['table.include.list']?.split(',')).toContain('public.replica_heartbeat')
   })
 
   it('subscribes to every source table except payer_portal_logins', () => {

