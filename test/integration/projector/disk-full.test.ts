@@ -128,7 +128,9 @@ function servedFile(dataDir: string): string | undefined {
   return readOrganizationFiles(currentGeneration(dataDir)!.controlPath).get(ORG_A)
 }
 
+/** The providers served; none before the organization's file exists (ready on empty topics). */
 function providerIds(dataDir: string): string[] {
+  if (!existsSync(organizationFile(dataDir))) return []
   const db = new Database(organizationFile(dataDir), { readonly: true, fileMustExist: true })
   try {
     return db.prepare('SELECT id FROM doc_providers ORDER BY id').pluck().all() as string[]
