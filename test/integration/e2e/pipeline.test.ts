@@ -172,11 +172,22 @@ function expectedProvider(
   return expected
 }
 
-/** Every byte under a directory: the replica's files, WAL and journals included. */
+/**
+ * Every byte under a directory: the replica's files, WAL and journals included. A file renamed
+ * away between the listing and the read is skipped: only freshness.json's temporary copy is
+ * (it holds an instant, written twice a second).
+ */
 function allBytes(dir: string): string {
   return readdirSync(dir, { recursive: true, withFileTypes: true })
     .filter((entry) => entry.isFile())
-    .map((entry) => readFileSync(join(entry.parentPath, entry.name)).toString('latin1'))
+    .map((entry) => {
+      try {
+        return readFileSync(join(entry.parentPath, entry.name)).toString('latin1')
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return ''
+        throw error
+      }
+    })
     .join('\n')
 }
 
