@@ -96,6 +96,11 @@ function topicsOf(h: History): Map<string, SourceRecord[]> {
     })
     if (m.deleted) versions.push({ table: 'group_memberships', id, after: null })
   })
+  return topicsOfVersions(versions)
+}
+
+/** Each version as a change record (null: a delete by key), in source order, by topic. */
+function topicsOfVersions(versions: readonly Version[]): Map<string, SourceRecord[]> {
   const topics = new Map<string, SourceRecord[]>()
   versions.forEach((v, lsn) => {
     const r =
@@ -295,17 +300,7 @@ function smallTopicsOf(organizations: SmallOrganizations): Map<string, SourceRec
       })
     })
   })
-  const topics = new Map<string, SourceRecord[]>()
-  versions.forEach((v, lsn) => {
-    const r =
-      v.after === null
-        ? record({ table: v.table, op: 'd', before: { id: v.id }, lsn: lsn + 1 })
-        : record({ table: v.table, op: 'u', after: v.after, lsn: lsn + 1 })
-    const list = topics.get(r.topic) ?? []
-    list.push(r)
-    topics.set(r.topic, list)
-  })
-  return topics
+  return topicsOfVersions(versions)
 }
 
 /** Every organization's documents, by organization. */
