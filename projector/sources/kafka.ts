@@ -61,7 +61,7 @@ export interface KafkaSourceOptions {
    */
   progress?: Progress | undefined
   /**
-   * Freshness (projector/freshness.ts, docs/freshness.md): the heartbeat table's topic is consumed
+   * Freshness (sources/freshness.ts, docs/freshness.md): the heartbeat table's topic is consumed
    * beside the change topics and its beats fed to the tracker, which the source tells what every
    * change partition has applied, files committed. `publish` is called whenever the tracker's
    * record changed, before anything it covers is swapped.
@@ -332,8 +332,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     }
     // Catch-up's document build writes the files on worker threads: wait, staying in the group.
     for (let build = applier.buildInProgress(); build; build = applier.buildInProgress()) {
-      await Promise.race([build, sleep(1_000)])
-      await payload.heartbeat()
+      await heartbeating(payload, build)
     }
     if (!payload.isRunning() || payload.isStale()) return
     if (await takeHandovers()) return
