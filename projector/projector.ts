@@ -232,12 +232,12 @@ export function createProjector(deps: ProjectorDeps): Projector {
         previous: Generation | undefined
       }
     | undefined
-  /** Set while applying waits for disk space; aborted by `stop`. */
-  let waitingForSpace: AbortController | undefined
+  /** Whether applying waits for disk space (`stop` ends the wait through `stopped`). */
+  let waitingForSpace = false
   const stopped = new AbortController()
 
   const readiness = (): Readiness =>
-    waitingForSpace !== undefined ? 'disk_full' : ready ? 'ready' : 'catching_up'
+    waitingForSpace ? 'disk_full' : ready ? 'ready' : 'catching_up'
 
   /** Consumes the topics with the applier open, from the group's committed offsets. */
   async function consume(): Promise<void> {
@@ -286,9 +286,8 @@ export function createProjector(deps: ProjectorDeps): Projector {
    * ending with the files a run without the fault would have written.
    */
   async function waitOutFullDisk(error: Error): Promise<void> {
-    if (waitingForSpace !== undefined || stopped.signal.aborted) return
-    const waiting = (waitingForSpace = new AbortController())
-    const signal = AbortSignal.any([waiting.signal, stopped.signal])
+    if (waitingForSpace || stopped.signal.aborted) return
+    waitingForSpace = true
     metrics.setDiskFull(true)
     let cause: unknown = error
     // Measured now, not after the stop: space freed meanwhile must count as returned.
@@ -302,7 +301,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
           { err: cause, dataDir: config.dataDir, freeBytes: free },
           'the disk under DATA_DIR is full: applying stopped, nothing past what the files hold is committed; it resumes when space returns',
         )
-        if (!(await waitForSpace(config.dataDir, free, { signal }))) return
+        if (!(await waitForSpace(config.dataDir, free, { signal: stopped.signal }))) return
         try {
           openApplier(true, consuming!.previous)
           break
@@ -317,12 +316,12 @@ export function createProjector(deps: ProjectorDeps): Projector {
         { dataDir: config.dataDir, freeBytes: freeBytes(config.dataDir) },
         'disk space returned: applying again from the committed offsets',
       )
-      waitingForSpace = undefined
+      waitingForSpace = false
       metrics.setDiskFull(false)
       await consume()
     } catch (failure) {
       // Not a condition to wait out: stop as any other fatal error does, for the supervisor.
-      waitingForSpace = undefined
+      waitingForSpace = false
       deps.onFatal?.(failure instanceof Error ? failure : new Error(String(failure)))
     }
   }
