@@ -163,6 +163,77 @@ function createFromImage(path: string, deferred: boolean): void {
   renameSync(partial, path)
 }
 
+/**
+ * What a file records about itself in its own transactions (`replica_meta`, `applied_offsets`),
+ * remembered by its handle and read back after a rollback.
+ */
+function fileRecords(db: SqliteDatabase, organizationId: string) {
+  const readMeta = db.prepare<[string], { value: string }>(
+    'SELECT value FROM replica_meta WHERE key = ?',
+  )
+  const writeMeta = db.prepare<[string, string]>(
+    'INSERT INTO replica_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+  )
+  const readOffsets = db.prepare<[], { topic: string; partition: number; offset: number }>(
+    'SELECT topic, partition, offset FROM applied_offsets',
+  )
+  const writeOffset = db.prepare<[string, number, number]>(
+    `INSERT INTO applied_offsets (topic, partition, offset) VALUES (?, ?, ?)
+     ON CONFLICT (topic, partition) DO UPDATE SET offset = excluded.offset`,
+  )
+  /** Whose file this is, recorded in its first write transaction: on its own it cost a synced commit. */
+  let organizationRecorded = false
+  const appliedOffsets = new Map<string, number>()
+  let lastStamp: string | undefined
+  let documentsBuilt = false
+
+  function readBack(): void {
+    appliedOffsets.clear()
+    for (const row of readOffsets.all()) {
+      appliedOffsets.set(`${row.topic}\u0000${row.partition}`, row.offset)
+    }
+    lastStamp = readMeta.get('last_stamp')?.value
+    organizationRecorded = readMeta.get('organization_id') !== undefined
+    documentsBuilt = readMeta.get('documents_built') !== undefined
+  }
+  readBack()
+
+  return {
+    readBack,
+    get lastStamp() {
+      return lastStamp
+    },
+    get documentsBuilt() {
+      return documentsBuilt
+    },
+    /** The offset applied last on a topic's partition (`topic\0partition`). */
+    appliedOffset: (key: string) => appliedOffsets.get(key),
+    recordOrganization(): void {
+      if (organizationRecorded) return
+      writeMeta.run('organization_id', organizationId)
+      organizationRecorded = true
+    },
+    recordOffsets(offsets: ReadonlyMap<string, Origin>): void {
+      for (const [key, origin] of offsets) {
+        writeOffset.run(origin.topic, origin.partition, origin.offset)
+        appliedOffsets.set(key, origin.offset)
+      }
+    },
+    /**
+     * Only a stamp some document now carries becomes the last one: writing that rewrote nothing
+     * must not push the next stamp ahead of the clock. Inside the write transaction.
+     */
+    recordStamp(stamp: string, rewritten: number): void {
+      if (rewritten === 0) return
+      writeMeta.run('last_stamp', stamp)
+      lastStamp = stamp
+    },
+    recordBuilt(stamp: string): void {
+      writeMeta.run('documents_built', stamp)
+    },
+  }
+}
+
 export function openOrganizationFile(
   organizationId: string,
   path: string,
@@ -182,28 +253,8 @@ export function openOrganizationFile(
     db,
     options.priorStamp === undefined ? {} : { priorStamp: options.priorStamp },
   )
-
-  const readMeta = db.prepare<[string], { value: string }>(
-    'SELECT value FROM replica_meta WHERE key = ?',
-  )
-  const writeMeta = db.prepare<[string, string]>(
-    'INSERT INTO replica_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
-  )
-  const readOffsets = db.prepare<[], { topic: string; partition: number; offset: number }>(
-    'SELECT topic, partition, offset FROM applied_offsets',
-  )
-  const writeOffset = db.prepare<[string, number, number]>(
-    `INSERT INTO applied_offsets (topic, partition, offset) VALUES (?, ?, ?)
-     ON CONFLICT (topic, partition) DO UPDATE SET offset = excluded.offset`,
-  )
-
-  /** Whose file this is, recorded in its first write transaction: on its own it cost a synced commit. */
-  let organizationRecorded = readMeta.get('organization_id') !== undefined
-  const appliedOffsets = new Map<string, number>()
-  for (const row of readOffsets.all())
-    appliedOffsets.set(`${row.topic}\u0000${row.partition}`, row.offset)
-  let lastStamp = readMeta.get('last_stamp')?.value
-  let documentsLive = !deferred || readMeta.get('documents_built') !== undefined
+  const records = fileRecords(db, organizationId)
+  let documentsLive = !deferred || records.documentsBuilt
   /** Built inside a transaction `begin` held: WAL once it commits. */
   let walAtCommit = false
   if (deferred && documentsLive) useJournal(db, 'wal')
@@ -212,14 +263,12 @@ export function openOrganizationFile(
   if (documentsLive) restoreIndexes(db)
   else setIndexesAside(db, mirroredTableNames)
 
-  /**
-   * Only a stamp some document now carries becomes the last one: writing that rewrote nothing must
-   * not push the next stamp ahead of the clock. Inside the write transaction.
-   */
-  function recordStamp(stamp: string, rewritten: number): void {
-    if (rewritten === 0) return
-    writeMeta.run('last_stamp', stamp)
-    lastStamp = stamp
+  /** What this handle remembers of the file, read back after a rollback. */
+  function forgetUncommitted(): void {
+    records.readBack()
+    // A build the rollback undid: the documents wait again, and so does WAL.
+    documentsLive = !deferred || records.documentsBuilt
+    if (!documentsLive) walAtCommit = false
   }
 
   /** The transaction an initial load holds across batches (apply.ts). */
@@ -227,17 +276,14 @@ export function openOrganizationFile(
 
   const applyInTransaction = joinable(
     (events: readonly OrganizationEvent[], now: Date, tally: Tally): OrganizationApplyResult => {
-      if (!organizationRecorded) {
-        writeMeta.run('organization_id', organizationId)
-        organizationRecorded = true
-      }
+      records.recordOrganization()
       const changes: MirrorChange[] = []
       const offsets = new Map<string, Origin>()
       for (const event of events) {
         const { topic, partition, offset } = event.origin
         const key = `${topic}\u0000${partition}`
         if (options.offsetGuard) {
-          const applied = appliedOffsets.get(key)
+          const applied = records.appliedOffset(key)
           if (applied !== undefined && offset <= applied) {
             tally(event.change.table, 'duplicate')
             continue
@@ -248,17 +294,12 @@ export function openOrganizationFile(
       }
       let documents: RefreshStats = { rewritten: 0, unchanged: 0, removed: 0 }
       if (changes.length > 0 && documentsLive) {
-        const stamp = nextStamp(now, lastStamp)
-        documents = refresher.refresh(
-          coalesce(changes) as unknown as DocumentsMirrorChange[],
-          stamp,
-        )
-        recordStamp(stamp, documents.rewritten)
+        const stamp = nextStamp(now, records.lastStamp)
+        const coalesced = coalesce(changes) as unknown as DocumentsMirrorChange[]
+        documents = refresher.refresh(coalesced, stamp)
+        records.recordStamp(stamp, documents.rewritten)
       }
-      for (const [key, origin] of offsets) {
-        writeOffset.run(origin.topic, origin.partition, origin.offset)
-        appliedOffsets.set(key, origin.offset)
-      }
+      records.recordOffsets(offsets)
       return { documents }
     },
   )
@@ -272,10 +313,10 @@ export function openOrganizationFile(
 
   const buildInTransaction = db.transaction((now: Date): RefreshStats => {
     restoreIndexes(db)
-    const stamp = nextStamp(now, lastStamp)
+    const stamp = nextStamp(now, records.lastStamp)
     const { rewritten, unchanged, removed } = refresher.refreshAll(stamp)
-    writeMeta.run('documents_built', stamp)
-    recordStamp(stamp, rewritten)
+    records.recordBuilt(stamp)
+    records.recordStamp(stamp, rewritten)
     return { rewritten, unchanged, removed }
   })
 
@@ -286,7 +327,7 @@ export function openOrganizationFile(
       return documentsLive
     },
     get lastStamp() {
-      return lastStamp
+      return records.lastStamp
     },
     buildDocuments(now) {
       if (documentsLive) return { rewritten: 0, unchanged: 0, removed: 0 }
@@ -297,7 +338,7 @@ export function openOrganizationFile(
         else useJournal(db, 'wal')
         return stats
       } catch (error) {
-        lastStamp = readMeta.get('last_stamp')?.value
+        records.readBack()
         throw error
       }
     },
@@ -322,17 +363,5 @@ export function openOrganizationFile(
       commit()
       db.close()
     },
-  }
-
-  /** What this handle remembers of the file, read back after a rollback. */
-  function forgetUncommitted(): void {
-    appliedOffsets.clear()
-    for (const row of readOffsets.all())
-      appliedOffsets.set(`${row.topic}\u0000${row.partition}`, row.offset)
-    lastStamp = readMeta.get('last_stamp')?.value
-    organizationRecorded = readMeta.get('organization_id') !== undefined
-    // A build the rollback undid: the documents wait again, and so does WAL.
-    documentsLive = !deferred || readMeta.get('documents_built') !== undefined
-    if (!documentsLive) walAtCommit = false
   }
 }
