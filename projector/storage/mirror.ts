@@ -70,6 +70,50 @@ export interface Mirror {
 }
 
 /**
+ * The file's delete positions (`deleted_rows`): a row deleted at a position stays deleted for any
+ * older version that arrives after it (a replay, or a snapshot read racing the stream).
+ */
+function deleteLedger(db: SqliteDatabase, table: string) {
+  const get = preparedOnUse(() =>
+    db.prepare<[string, string], { source_lsn: number }>(
+      `SELECT source_lsn FROM ${table} WHERE source_table = ? AND id = ?`,
+    ),
+  )
+  const put = preparedOnUse(() =>
+    db.prepare<[string, string, number]>(
+      `INSERT INTO ${table} (source_table, id, source_lsn) VALUES (?, ?, ?)
+     ON CONFLICT (source_table, id) DO UPDATE SET source_lsn = max(source_lsn, excluded.source_lsn)`,
+    ),
+  )
+  const clear = preparedOnUse(() =>
+    db.prepare<[string, string]>(`DELETE FROM ${table} WHERE source_table = ? AND id = ?`),
+  )
+  // Delete positions are rare: while the file has none, a new row need not look one up. Set
+  // once any may exist (a rolled-back delete leaves it set, which only costs lookups).
+  let mayHaveAny = db.prepare(`SELECT 1 FROM ${table} LIMIT 1`).pluck().get() !== undefined
+  return {
+    get mayHaveAny() {
+      return mayHaveAny
+    },
+    record(source: SourceTable, id: string, lsn: number): void {
+      mayHaveAny = true
+      put().run(source, id, lsn)
+    },
+    /** Whether a version at `position` may come back after the row's recorded delete. */
+    allows(source: SourceTable, id: string, position: StoredPosition): boolean {
+      if (!mayHaveAny) return true
+      const deleted = get().get(source, id)
+      if (deleted === undefined) return true
+      if (!supersedes(position, { lsn: deleted.source_lsn, snapshot: false })) return false
+      clear().run(source, id)
+      return true
+    },
+  }
+}
+
+type DeleteLedger = ReturnType<typeof deleteLedger>
+
+/**
  * A mirror over the given tables of one file. `tables` maps source table names to their drizzle
  * definitions; `deletedRows` is the file's table of delete positions.
  */
@@ -80,26 +124,7 @@ export function createMirror(
 ): Mirror {
   // Each table's statements are prepared on its first change (src/sqlite.ts `preparedOnUse`).
   const statements = new Map<SourceTable, TableStatements>()
-  const getDeleted = preparedOnUse(() =>
-    db.prepare<[string, string], { source_lsn: number }>(
-      `SELECT source_lsn FROM ${deletedRowsTable} WHERE source_table = ? AND id = ?`,
-    ),
-  )
-  const putDeleted = preparedOnUse(() =>
-    db.prepare<[string, string, number]>(
-      `INSERT INTO ${deletedRowsTable} (source_table, id, source_lsn) VALUES (?, ?, ?)
-     ON CONFLICT (source_table, id) DO UPDATE SET source_lsn = max(source_lsn, excluded.source_lsn)`,
-    ),
-  )
-  const clearDeleted = preparedOnUse(() =>
-    db.prepare<[string, string]>(
-      `DELETE FROM ${deletedRowsTable} WHERE source_table = ? AND id = ?`,
-    ),
-  )
-  // Delete positions are rare: while the file has none, a new row need not look one up. Set
-  // once any may exist (a rolled-back delete leaves it set, which only costs lookups).
-  let mayHaveDeleted =
-    db.prepare(`SELECT 1 FROM ${deletedRowsTable} LIMIT 1`).pluck().get() !== undefined
+  const deleted = deleteLedger(db, deletedRowsTable)
 
   function table(name: SourceTable): TableStatements {
     let t = statements.get(name)
@@ -112,96 +137,99 @@ export function createMirror(
     return t
   }
 
-  function storedPosition(row: MirrorRow): StoredPosition {
-    return { lsn: row.sourceLsn as number, snapshot: row.fromSnapshot as boolean }
-  }
-
   return {
     get: (name, id) => table(name).select(id),
-
     apply(change, changes) {
       const t = table(change.table)
-      if (change.kind === 'truncate') {
-        if (changes !== undefined) {
-          for (const row of t.selectAll()) {
-            changes.push({
-              table: change.table,
-              id: row.id as string,
-              previous: row,
-              current: undefined,
-            })
-          }
-        }
-        t.deleteAll()
+      if (change.kind === 'truncate') return applyTruncate(t, change.table, changes)
+      if (change.kind === 'upsert' && !deleted.mayHaveAny && insertNew(t, change, changes)) {
         return 'applied'
       }
-
-      if (change.kind === 'upsert' && !mayHaveDeleted) {
-        // Most upserts of a replay are new rows: try the insert first, and only read the stored
-        // version (to guard and to keep unchanged TOASTed values) when there is one.
-        const values: unknown[] = []
-        const current = mirrorRow(
-          t.columns,
-          change.row,
-          undefined,
-          change.position,
-          values,
-          changes !== undefined,
-        )
-        if (t.insertNew(values)) {
-          changes?.push({ table: change.table, id: change.id, previous: undefined, current })
-          return 'applied'
-        }
-      }
-
       const previous = t.select(change.id)
-      if (change.kind === 'delete' && change.tombstone === true) {
-        // No position to guard with: in its partition a tombstone comes after every version of
-        // its key, so whatever is stored goes. Its row's position is remembered as the delete's,
-        // so a replayed older version cannot come back (a tombstone that finds nothing leaves no
-        // trace: nothing of its key can follow it but newer versions).
-        if (previous === undefined) return 'tombstone'
-        mayHaveDeleted = true
-        putDeleted().run(change.table, change.id, storedPosition(previous).lsn)
-        t.delete(change.id)
-        changes?.push({ table: change.table, id: change.id, previous, current: undefined })
-        return 'applied'
-      }
-      if (change.kind === 'delete') {
-        const incoming = { lsn: change.position.lsn, snapshot: false }
-        mayHaveDeleted = true
-        putDeleted().run(change.table, change.id, change.position.lsn)
-        if (previous === undefined) return 'absent'
-        if (!supersedes(incoming, storedPosition(previous))) return 'older'
-        t.delete(change.id)
-        changes?.push({ table: change.table, id: change.id, previous, current: undefined })
-        return 'applied'
-      }
-
-      if (previous !== undefined) {
-        if (!supersedes(change.position, storedPosition(previous))) return 'older'
-      } else if (mayHaveDeleted) {
-        const deleted = getDeleted().get(change.table, change.id)
-        if (deleted !== undefined) {
-          if (!supersedes(change.position, { lsn: deleted.source_lsn, snapshot: false }))
-            return 'older'
-          clearDeleted().run(change.table, change.id)
-        }
-      }
-      const values: unknown[] = []
-      const current = mirrorRow(
-        t.columns,
-        change.row,
-        previous,
-        change.position,
-        values,
-        changes !== undefined,
-      )
-      t.upsert(values)
-      changes?.push({ table: change.table, id: change.id, previous, current })
-      return 'applied'
+      if (change.kind === 'delete') return applyDelete(t, deleted, change, previous, changes)
+      return applyUpsert(t, deleted, change, previous, changes)
     },
   }
+}
+
+function storedPosition(row: MirrorRow): StoredPosition {
+  return { lsn: row.sourceLsn as number, snapshot: row.fromSnapshot as boolean }
+}
+
+function applyTruncate(
+  t: TableStatements,
+  table: SourceTable,
+  changes: MirrorChange[] | undefined,
+): ApplyOutcome {
+  if (changes !== undefined) {
+    for (const row of t.selectAll()) {
+      changes.push({ table, id: row.id as string, previous: row, current: undefined })
+    }
+  }
+  t.deleteAll()
+  return 'applied'
+}
+
+/**
+ * Most upserts of a replay are new rows: the insert is tried first, and the stored version (to
+ * guard, and to keep unchanged TOASTed values) is read only when there is one. False: it exists.
+ */
+function insertNew(
+  t: TableStatements,
+  change: Extract<RowChange, { kind: 'upsert' }>,
+  changes: MirrorChange[] | undefined,
+): boolean {
+  const values: unknown[] = []
+  const wanted = changes !== undefined
+  const current = mirrorRow(t.columns, change.row, undefined, change.position, values, wanted)
+  if (!t.insertNew(values)) return false
+  changes?.push({ table: change.table, id: change.id, previous: undefined, current })
+  return true
+}
+
+function applyDelete(
+  t: TableStatements,
+  deleted: DeleteLedger,
+  change: Extract<RowChange, { kind: 'delete' }>,
+  previous: MirrorRow | undefined,
+  changes: MirrorChange[] | undefined,
+): ApplyOutcome {
+  if (change.tombstone === true) {
+    // No position to guard with: in its partition a tombstone comes after every version of its
+    // key, so whatever is stored goes. Its row's position is remembered as the delete's, so a
+    // replayed older version cannot come back (a tombstone that finds nothing leaves no trace:
+    // nothing of its key can follow it but newer versions).
+    if (previous === undefined) return 'tombstone'
+    deleted.record(change.table, change.id, storedPosition(previous).lsn)
+  } else {
+    deleted.record(change.table, change.id, change.position.lsn)
+    if (previous === undefined) return 'absent'
+    const incoming = { lsn: change.position.lsn, snapshot: false }
+    if (!supersedes(incoming, storedPosition(previous))) return 'older'
+  }
+  t.delete(change.id)
+  changes?.push({ table: change.table, id: change.id, previous, current: undefined })
+  return 'applied'
+}
+
+function applyUpsert(
+  t: TableStatements,
+  deleted: DeleteLedger,
+  change: Extract<RowChange, { kind: 'upsert' }>,
+  previous: MirrorRow | undefined,
+  changes: MirrorChange[] | undefined,
+): ApplyOutcome {
+  if (previous !== undefined) {
+    if (!supersedes(change.position, storedPosition(previous))) return 'older'
+  } else if (!deleted.allows(change.table, change.id, change.position)) {
+    return 'older'
+  }
+  const values: unknown[] = []
+  const wanted = changes !== undefined
+  const current = mirrorRow(t.columns, change.row, previous, change.position, values, wanted)
+  t.upsert(values)
+  changes?.push({ table: change.table, id: change.id, previous, current })
+  return 'applied'
 }
 
 /**
