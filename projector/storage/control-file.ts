@@ -13,7 +13,7 @@ import {
 } from '../../src/sqlite.ts'
 import type { RowChange } from '../decode/decode.ts'
 import { createMirror, type MirrorChange } from './mirror.ts'
-import type { Origin, Tally } from './organization-file.ts'
+import { applyOnce, appliedOffsets, type Origin, type Tally } from './applied-offsets.ts'
 import { boundWal } from './wal.ts'
 
 export interface ControlEvent {
@@ -94,9 +94,8 @@ export function readOrganizationFiles(path: string): Map<string, string> {
   }
 }
 
-export function openControlFile(path: string): ControlFile {
-  const db = openForWriting(path, 'control')
-  const mirror = createMirror(db, { organizations: tables.organizations, api_keys: tables.apiKeys })
+/** The routing index's statements: a row's organization, by its uuid and table. */
+function routeIndex(db: SqliteDatabase) {
   // Routes store a row's uuid as its 16 bytes, its table and organization as small integers
   // (schema/control-db.ts): the conversions are SQL's, so statements take the uuid as text.
   const getRoute = db.prepare<[string, number], number>(
@@ -111,14 +110,18 @@ export function openControlFile(path: string): ControlFile {
      ON CONFLICT (id, source_table) DO UPDATE SET organization = excluded.organization`,
   )
   getRoute.pluck()
+  return {
+    get: (id: string, table: number): number | undefined => getRoute.get(id, table),
+    add: addRoute,
+    put: putRoute,
+  }
+}
+
+export function openControlFile(path: string): ControlFile {
+  const db = openForWriting(path, 'control')
+  const mirror = createMirror(db, { organizations: tables.organizations, api_keys: tables.apiKeys })
+  const routes = routeIndex(db)
   const organizationCodes = createOrganizationCodes(db)
-  const readOffsets = db.prepare<[], { topic: string; partition: number; offset: number }>(
-    'SELECT topic, partition, offset FROM applied_offsets',
-  )
-  const writeOffset = db.prepare<[string, number, number]>(
-    `INSERT INTO applied_offsets (topic, partition, offset) VALUES (?, ?, ?)
-     ON CONFLICT (topic, partition) DO UPDATE SET offset = excluded.offset`,
-  )
   const getState = db.prepare<[string], { value: string }>(
     'SELECT value FROM replica_state WHERE key = ?',
   )
@@ -135,33 +138,12 @@ export function openControlFile(path: string): ControlFile {
      ON CONFLICT (organization_id) DO UPDATE SET file = excluded.file`,
   )
 
-  const appliedOffsets = new Map<string, number>()
-  const loadOffsets = () => {
-    appliedOffsets.clear()
-    for (const r of readOffsets.all())
-      appliedOffsets.set(`${r.topic}\u0000${r.partition}`, r.offset)
-  }
-  loadOffsets()
+  const offsets = appliedOffsets(db)
 
   const applyEvents = (events: readonly ControlEvent[], offsetGuard: boolean, tally: Tally) => {
     const changes: MirrorChange[] = []
-    const offsets = new Map<string, Origin>()
-    for (const event of events) {
-      const key = `${event.origin.topic}\u0000${event.origin.partition}`
-      if (offsetGuard) {
-        const applied = appliedOffsets.get(key)
-        if (applied !== undefined && event.origin.offset <= applied) {
-          tally(event.change.table, 'duplicate')
-          continue
-        }
-        offsets.set(key, event.origin)
-      }
-      tally(event.change.table, mirror.apply(event.change, changes))
-    }
-    for (const [key, o] of offsets) {
-      writeOffset.run(o.topic, o.partition, o.offset)
-      appliedOffsets.set(key, o.offset)
-    }
+    applyOnce(events, offsets, offsetGuard, tally, (event) => mirror.apply(event.change, changes))
+
     const organizations = new Set<string>()
     for (const c of changes) {
       const row = c.current ?? c.previous
@@ -178,7 +160,7 @@ export function openControlFile(path: string): ControlFile {
   return {
     db,
     routeOf(table, id) {
-      const code = getRoute.get(id, ROUTED_TABLES[table])
+      const code = routes.get(id, ROUTED_TABLES[table])
       return code === undefined ? undefined : organizationCodes.idOf(code)
     },
     transaction(work) {
@@ -196,10 +178,10 @@ export function openControlFile(path: string): ControlFile {
       const tableCode = ROUTED_TABLES[table]
       const organization = organizationCodes.codeOf(organizationId)
       // A new row (most of a snapshot) is one insert; only a known row is looked up.
-      if (addRoute.run(id, tableCode, organization).changes > 0) return undefined
-      const routed = getRoute.get(id, tableCode)
+      if (routes.add.run(id, tableCode, organization).changes > 0) return undefined
+      const routed = routes.get(id, tableCode)
       if (routed === organization || routed === undefined) return undefined
-      putRoute.run(id, tableCode, organization)
+      routes.put.run(id, tableCode, organization)
       return organizationCodes.idOf(routed)
     },
     applyEvents,
@@ -221,7 +203,7 @@ export function openControlFile(path: string): ControlFile {
   }
 
   function forgetUncommitted(): void {
-    loadOffsets()
+    offsets.readBack()
     organizationCodes.reload()
   }
 }

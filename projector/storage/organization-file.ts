@@ -17,25 +17,21 @@ import {
   type MirrorChange as DocumentsMirrorChange,
   type RefreshStats,
 } from '../documents/index.ts'
-import { createMirror, type ApplyOutcome, type MirrorChange } from './mirror.ts'
+import { applyOnce, appliedOffsets, type Origin, type Tally } from './applied-offsets.ts'
+import { createMirror, type MirrorChange } from './mirror.ts'
 import { coalesce } from './coalesce.ts'
 import { nextStamp } from './stamp.ts'
 import { boundWal } from './wal.ts'
 import { restoreIndexes, setIndexesAside } from './deferred-indexes.ts'
 
-export interface Origin {
-  topic: string
-  partition: number
-  offset: number
-}
+export type { Origin } from './applied-offsets.ts'
 
 export interface OrganizationEvent {
   change: RowChange & { table: OrganizationTable }
   origin: Origin
 }
 
-/** Counts one event's outcome, by source table. */
-export type Tally = (table: string, outcome: ApplyOutcome | 'duplicate') => void
+export type { Tally } from './applied-offsets.ts'
 
 export interface OrganizationApplyResult {
   documents: RefreshStats
@@ -174,24 +170,14 @@ function fileRecords(db: SqliteDatabase, organizationId: string) {
   const writeMeta = db.prepare<[string, string]>(
     'INSERT INTO replica_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
   )
-  const readOffsets = db.prepare<[], { topic: string; partition: number; offset: number }>(
-    'SELECT topic, partition, offset FROM applied_offsets',
-  )
-  const writeOffset = db.prepare<[string, number, number]>(
-    `INSERT INTO applied_offsets (topic, partition, offset) VALUES (?, ?, ?)
-     ON CONFLICT (topic, partition) DO UPDATE SET offset = excluded.offset`,
-  )
   /** Whose file this is, recorded in its first write transaction: on its own it cost a synced commit. */
   let organizationRecorded = false
-  const appliedOffsets = new Map<string, number>()
+  const offsets = appliedOffsets(db)
   let lastStamp: string | undefined
   let documentsBuilt = false
 
   function readBack(): void {
-    appliedOffsets.clear()
-    for (const row of readOffsets.all()) {
-      appliedOffsets.set(`${row.topic}\u0000${row.partition}`, row.offset)
-    }
+    offsets.readBack()
     lastStamp = readMeta.get('last_stamp')?.value
     organizationRecorded = readMeta.get('organization_id') !== undefined
     documentsBuilt = readMeta.get('documents_built') !== undefined
@@ -206,18 +192,11 @@ function fileRecords(db: SqliteDatabase, organizationId: string) {
     get documentsBuilt() {
       return documentsBuilt
     },
-    /** The offset applied last on a topic's partition (`topic\0partition`). */
-    appliedOffset: (key: string) => appliedOffsets.get(key),
+    offsets,
     recordOrganization(): void {
       if (organizationRecorded) return
       writeMeta.run('organization_id', organizationId)
       organizationRecorded = true
-    },
-    recordOffsets(offsets: ReadonlyMap<string, Origin>): void {
-      for (const [key, origin] of offsets) {
-        writeOffset.run(origin.topic, origin.partition, origin.offset)
-        appliedOffsets.set(key, origin.offset)
-      }
     },
     /**
      * Only a stamp some document now carries becomes the last one: writing that rewrote nothing
@@ -230,6 +209,46 @@ function fileRecords(db: SqliteDatabase, organizationId: string) {
     },
     recordBuilt(stamp: string): void {
       writeMeta.run('documents_built', stamp)
+    },
+  }
+}
+
+function noDocuments(): RefreshStats {
+  return { rewritten: 0, unchanged: 0, removed: 0 }
+}
+
+/**
+ * Whether a file's documents follow each batch, and its journal: a deferred file (an initial
+ * load's, a rebuild's) has its indexes aside and a rollback journal until its documents are built
+ * once; then WAL, switched only outside a transaction (at the commit of a load's held one).
+ */
+function documentsMode(db: SqliteDatabase, deferred: boolean, built: boolean) {
+  let live = !deferred || built
+  /** Built inside a transaction `begin` held: WAL once it commits. */
+  let walAtCommit = false
+  if (deferred && live) useJournal(db, 'wal')
+  // A live file has every index (one opened live while they are aside, which the build prevents,
+  // gets them back here).
+  if (live) restoreIndexes(db)
+  else setIndexesAside(db, mirroredTableNames)
+  return {
+    get live() {
+      return live
+    },
+    built(): void {
+      live = true
+      if (db.inTransaction) walAtCommit = true
+      else useJournal(db, 'wal')
+    },
+    committed(): void {
+      if (!walAtCommit) return
+      walAtCommit = false
+      useJournal(db, 'wal')
+    },
+    /** After a rollback: a build it undid leaves the documents waiting again, and WAL too. */
+    readBack(builtNow: boolean): void {
+      live = !deferred || builtNow
+      if (!live) walAtCommit = false
     },
   }
 }
@@ -254,21 +273,12 @@ export function openOrganizationFile(
     options.priorStamp === undefined ? {} : { priorStamp: options.priorStamp },
   )
   const records = fileRecords(db, organizationId)
-  let documentsLive = !deferred || records.documentsBuilt
-  /** Built inside a transaction `begin` held: WAL once it commits. */
-  let walAtCommit = false
-  if (deferred && documentsLive) useJournal(db, 'wal')
-  // A live file has every index (one opened live while they are aside, which the build prevents,
-  // gets them back here).
-  if (documentsLive) restoreIndexes(db)
-  else setIndexesAside(db, mirroredTableNames)
+  const documents = documentsMode(db, deferred, records.documentsBuilt)
 
   /** What this handle remembers of the file, read back after a rollback. */
   function forgetUncommitted(): void {
     records.readBack()
-    // A build the rollback undid: the documents wait again, and so does WAL.
-    documentsLive = !deferred || records.documentsBuilt
-    if (!documentsLive) walAtCommit = false
+    documents.readBack(records.documentsBuilt)
   }
 
   /** The transaction an initial load holds across batches (apply.ts). */
@@ -278,37 +288,22 @@ export function openOrganizationFile(
     (events: readonly OrganizationEvent[], now: Date, tally: Tally): OrganizationApplyResult => {
       records.recordOrganization()
       const changes: MirrorChange[] = []
-      const offsets = new Map<string, Origin>()
-      for (const event of events) {
-        const { topic, partition, offset } = event.origin
-        const key = `${topic}\u0000${partition}`
-        if (options.offsetGuard) {
-          const applied = records.appliedOffset(key)
-          if (applied !== undefined && offset <= applied) {
-            tally(event.change.table, 'duplicate')
-            continue
-          }
-          offsets.set(key, event.origin)
-        }
-        tally(event.change.table, mirror.apply(event.change, documentsLive ? changes : undefined))
-      }
-      let documents: RefreshStats = { rewritten: 0, unchanged: 0, removed: 0 }
-      if (changes.length > 0 && documentsLive) {
-        const stamp = nextStamp(now, records.lastStamp)
-        const coalesced = coalesce(changes) as unknown as DocumentsMirrorChange[]
-        documents = refresher.refresh(coalesced, stamp)
-        records.recordStamp(stamp, documents.rewritten)
-      }
-      records.recordOffsets(offsets)
-      return { documents }
+      const wanted = documents.live ? changes : undefined
+      applyOnce(events, records.offsets, options.offsetGuard, tally, (event) =>
+        mirror.apply(event.change, wanted),
+      )
+      if (changes.length === 0 || !documents.live) return { documents: noDocuments() }
+      const stamp = nextStamp(now, records.lastStamp)
+      const coalesced = coalesce(changes) as unknown as DocumentsMirrorChange[]
+      const refreshed = refresher.refresh(coalesced, stamp)
+      records.recordStamp(stamp, refreshed.rewritten)
+      return { documents: refreshed }
     },
   )
 
   function commit(): void {
     held.commit()
-    if (!walAtCommit) return
-    walAtCommit = false
-    useJournal(db, 'wal')
+    documents.committed()
   }
 
   const buildInTransaction = db.transaction((now: Date): RefreshStats => {
@@ -324,18 +319,16 @@ export function openOrganizationFile(
     organizationId,
     path,
     get documentsLive() {
-      return documentsLive
+      return documents.live
     },
     get lastStamp() {
       return records.lastStamp
     },
     buildDocuments(now) {
-      if (documentsLive) return { rewritten: 0, unchanged: 0, removed: 0 }
+      if (documents.live) return noDocuments()
       try {
         const stats = buildInTransaction(now)
-        documentsLive = true
-        if (db.inTransaction) walAtCommit = true
-        else useJournal(db, 'wal')
+        documents.built()
         return stats
       } catch (error) {
         records.readBack()
