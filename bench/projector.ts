@@ -18,7 +18,8 @@
 //    (kafkajs alone reads a quarter of the bytes) and the recommended setting.
 // Ends with one line of JSON: {"events", "eventsPerSecond" (with schemas),
 // "eventsPerSecondSchemaless", "kafkaOnlyEventsPerSecond", "projectorKafkaEventsPerSecond",
-// "peakRssMb" (the larger of the two file runs), "lanes"}.
+// "peakRssMb" (the larger of the two file runs), "lanes", "kafkaToFileRatio" (the projector over
+// Kafka against the file, schemaless) and "kafkaToFileRatioWrapped" (the same with schemas)}.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -161,6 +162,10 @@ async function kafkaRun(
   return { kafkaOnly: only, projector: rate, lanes: lanesOf(config) }
 }
 
+function ratio(kafka: number | null, file: number | null): number | null {
+  return kafka === null || file === null ? null : Math.round((kafka / file) * 100) / 100
+}
+
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), 'bench-projector-'))
   try {
@@ -188,6 +193,7 @@ async function main(): Promise<void> {
 
     let kafkaOnlyEventsPerSecond: number | null = null
     let projectorKafkaEventsPerSecond: number | null = null
+    let projectorKafkaEventsPerSecondWrapped: number | null = null
     if (values['no-kafka'] !== true) {
       log('starting Kafka...')
       const broker = await startKafka()
@@ -198,6 +204,7 @@ async function main(): Promise<void> {
         for (const encoding of kafkaEncodings) {
           const run = await kafkaRun(kafka, admin, broker.brokers, encoding, dataDir)
           lanes = run.lanes
+          if (encoding === 'schemas') projectorKafkaEventsPerSecondWrapped = run.projector
           if (encoding === 'schemaless' || kafkaEncodings.length === 1) {
             kafkaOnlyEventsPerSecond = run.kafkaOnly
             projectorKafkaEventsPerSecond = run.projector
@@ -220,6 +227,9 @@ async function main(): Promise<void> {
         projectorKafkaEventsPerSecond,
         peakRssMb: peaks.length === 0 ? null : Math.max(...peaks),
         lanes,
+        // Issue 20's target: the Kafka path at least 0.85x the file path, each envelope.
+        kafkaToFileRatio: ratio(projectorKafkaEventsPerSecond, rate(file.schemaless)),
+        kafkaToFileRatioWrapped: ratio(projectorKafkaEventsPerSecondWrapped, rate(file.schemas)),
       })}\n`,
     )
   } finally {
