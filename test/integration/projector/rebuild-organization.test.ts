@@ -14,7 +14,7 @@ import {
 } from 'node:fs'
 import { spawn } from 'node:child_process'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -418,9 +418,12 @@ describe('rebuilds built aside', { timeout: 300_000 }, () => {
     expect(run.stderr.trim().split('\n').at(-1)).toBe(
       `projector: the live projector did not take the rebuilt files of ${ORG_A} in time: is it running? (nothing was swapped for them)`,
     )
-    // Withdrawn: no request left, the rebuilt file removed, the live file as it was.
+    // Withdrawn: no request left, the rebuilt file removed, the live file as it was. (No file
+    // added: the file an earlier test's swap replaced may meanwhile reach the end of its grace
+    // period and go, as it should.)
     expect(readdirSync(generation().handoversDir)).toEqual([])
-    expect(organizationFiles()).toEqual(filesBefore)
+    expect(organizationFiles().filter((name) => !filesBefore.includes(name))).toEqual([])
+    expect(organizationFiles()).toContain(basename(path))
     expect(livePath(ORG_A)).toBe(path)
     expect(fileDigest(path)).toBe(before)
     expect(existsSync(join(dataDir, 'rebuild.lock'))).toBe(false)
@@ -446,7 +449,7 @@ describe('rebuilds built aside', { timeout: 300_000 }, () => {
         : undefined,
     )
     expect(livePath(ORG_A)).toBe(path)
-    expect(organizationFiles()).toEqual(filesBefore)
+    expect(organizationFiles().filter((name) => !filesBefore.includes(name))).toEqual([])
   })
 
   it('a rebuild killed with SIGKILL leaves the live file serving: unchanged before its hand-over request, swapped whole after it; the next run starts clean', async () => {
