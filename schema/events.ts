@@ -565,6 +565,9 @@ export const sourceBlock = z.object({
     .nullable()
     .optional(),
   lsn: z.number().int().nonnegative().nullable().optional(),
+  // `["<last commit lsn>","<lsn>"]`: the one position an incremental snapshot's read carries
+  // (its `lsn` is null), see decode.ts `incrementalReadLsn`.
+  sequence: z.string().nullable().optional(),
   txId: z.number().int().nullable().optional(),
 })
 

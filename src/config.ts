@@ -359,6 +359,19 @@ const verifyEnv = projectorEnv.extend({
   VERIFY_PAGE_ROWS: positiveInt.max(100_000).default(5_000),
   /** How long to wait for the replica to apply what PostgreSQL had committed at the snapshot. */
   VERIFY_CATCH_UP_TIMEOUT_MS: positiveInt.default(120_000),
+  /**
+   * Debezium's signalling table (connector.json `signal.data.collection`), `schema.table`: where
+   * --repair asks for an incremental snapshot. An identifier, checked strictly: it is written into
+   * SQL (as an identifier cannot be a parameter).
+   */
+  VERIFY_SIGNAL_TABLE: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$/, 'must be schema.table in lowercase')
+    .default('public.debezium_signal'),
+  /** Debezium's notification topic (connector.json `notification.sink.topic.name`). */
+  VERIFY_NOTIFICATION_TOPIC: z.string().min(1).optional(),
+  /** How long --repair waits for the incremental snapshot it signalled to complete. */
+  VERIFY_SNAPSHOT_TIMEOUT_MS: positiveInt.default(600_000),
 })
 
 /**
@@ -381,6 +394,8 @@ export type VerifyConfig = {
   heartbeatTopic: string
   pageRows: number
   catchUpTimeoutMs: number
+  /** --repair's fallback to Debezium's incremental snapshot (verify/source-repair.ts). */
+  snapshot: { signalTable: string; notificationTopic: string; timeoutMs: number }
 }
 
 export function loadVerifyConfig(env: Env): VerifyConfig {
@@ -392,6 +407,11 @@ export function loadVerifyConfig(env: Env): VerifyConfig {
     heartbeatTopic: e.VERIFY_HEARTBEAT_TOPIC ?? `__debezium-heartbeat.${e.TOPIC_PREFIX}`,
     pageRows: e.VERIFY_PAGE_ROWS,
     catchUpTimeoutMs: e.VERIFY_CATCH_UP_TIMEOUT_MS,
+    snapshot: {
+      signalTable: e.VERIFY_SIGNAL_TABLE,
+      notificationTopic: e.VERIFY_NOTIFICATION_TOPIC ?? `__debezium-notification.${e.TOPIC_PREFIX}`,
+      timeoutMs: e.VERIFY_SNAPSHOT_TIMEOUT_MS,
+    },
   }
 }
 

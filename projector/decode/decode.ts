@@ -113,7 +113,7 @@ export function decodeRecord(record: SourceRecord, topicPrefix: string): Decoded
   if (!isSourceTable(table)) return bad('unknown_table', `unknown table "${table}"`, table)
 
   const position: Position = {
-    lsn: source.lsn ?? 0,
+    lsn: source.lsn ?? (op === 'r' ? incrementalReadLsn(source.sequence) : 0),
     snapshot: op === 'r',
     committedAtMs: source.ts_ms,
   }
@@ -149,6 +149,30 @@ export function decodeRecord(record: SourceRecord, topicPrefix: string): Decoded
       return { kind: 'change', change }
     }
   }
+}
+
+/**
+ * The position of a read of Debezium's incremental snapshot (`verify --repair` asks for one): its
+ * `source.lsn` is null, and `source.sequence` holds `["<last commit lsn>","<lsn>"]`, the streaming
+ * position when the chunk's window closed. Every change streamed before it is at or below that
+ * position, and a row changed while the window was open is left out of the chunk by Debezium, so
+ * the read orders after what it saw by the usual guards. Without it the read would be at 0 and
+ * lose to any stored version (its content never applied). Pure; 0 when there is none.
+ */
+export function incrementalReadLsn(sequence: string | null | undefined): number {
+  if (typeof sequence !== 'string') return 0
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(sequence)
+  } catch {
+    return 0
+  }
+  if (!Array.isArray(parsed)) return 0
+  const [lastCommit, current] = parsed as unknown[]
+  for (const value of [current, lastCommit]) {
+    if (typeof value === 'string' && /^\d{1,15}$/.test(value)) return Number(value)
+  }
+  return 0
 }
 
 /**

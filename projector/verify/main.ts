@@ -6,7 +6,9 @@
 // Exit codes: 0 no drift; 1 drift found (after --repair: drift left), a row the replica refuses,
 // or documents that kept changing; 2 refused or cannot run (bad configuration or arguments, an
 // --org neither side knows, PostgreSQL or Kafka unreachable, a grant missing, the replica not
-// caught up in time, another rebuild running for --repair).
+// caught up in time, another rebuild running for --repair; for --repair's fallback to the
+// source: no connector streaming, no INSERT on the signalling table, the incremental snapshot not
+// completed within VERIFY_SNAPSHOT_TIMEOUT_MS).
 import { parseArgs } from 'node:util'
 import { loadCommandConfig, loadVerifyConfig } from '../../src/config.ts'
 import { organizationIdsOption } from '../../src/layout.ts'
@@ -28,7 +30,9 @@ const usage = `usage: npm run verify [-- --org ID]... [--repair] [--json]
   --org ID   only this organization (repeatable, or comma-separated)
   --repair   rebuild the organizations that drifted from the topics (as --rebuild --org does:
              the live projector swaps the files in), replace control.db's organizations and
-             API keys with what their topics hold, then check them again
+             API keys with what their topics hold, then check them again; drift left (the
+             topics never had the change) is then re-read from PostgreSQL through Debezium's
+             incremental snapshot of those organizations alone, and checked a last time
   --json     the report as one line of JSON on stdout
   --help     this text
 
@@ -38,7 +42,8 @@ replica refuses, or documents that kept changing; 2 refused or cannot run (confi
 
 Configuration is by environment: DATABASE_URL (required), DATA_DIR, KAFKA_BROKERS, TOPIC_PREFIX,
 KAFKA_GROUP_ID, VERIFY_SLOT_NAME, VERIFY_PAGE_ROWS, VERIFY_CATCH_UP_TIMEOUT_MS,
-HANDOVER_TIMEOUT_MS (--repair), PROGRESS_INTERVAL_MS, LOG_LEVEL (see README).`
+HANDOVER_TIMEOUT_MS, VERIFY_SIGNAL_TABLE, VERIFY_NOTIFICATION_TOPIC, VERIFY_SNAPSHOT_TIMEOUT_MS
+(--repair), PROGRESS_INTERVAL_MS, LOG_LEVEL (see README).`
 
 async function main(): Promise<number> {
   let args

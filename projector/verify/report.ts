@@ -6,6 +6,7 @@ import type { IdSample, ResourceDiff } from '../documents/index.ts'
 import { alignedRows } from '../rebuild/report.ts'
 import type { RefusedRow } from './build.ts'
 import type { ControlTableDiff } from './control.ts'
+import type { SourceRepair } from './source-repair.ts'
 
 export interface ResourceVerdict {
   resource: ResourceDiff['resource']
@@ -75,7 +76,16 @@ export interface VerifyReport {
    * With --repair: the organizations rebuilt, whether control.db's rows were replaced with their
    * topics', and the check made after.
    */
-  repair?: { rebuilt: string[]; control: boolean; after: VerifyReport }
+  repair?: {
+    rebuilt: string[]
+    control: boolean
+    after: VerifyReport
+    /**
+     * Drift the replay left: tombstones for rows PostgreSQL lacks, Debezium's incremental snapshot
+     * of the organizations' rows (source-repair.ts), and the check made after it.
+     */
+    source?: SourceRepair & { after: VerifyReport }
+  }
 }
 
 /** Whether any of these (a resource's documents, a control.db table's rows) differs. */
@@ -90,7 +100,7 @@ export function hasDrift(
  * not be settled; 2 is for refusals to run.
  */
 export function exitCode(report: VerifyReport): 0 | 1 {
-  const final = report.repair?.after ?? report
+  const final = report.repair?.source?.after ?? report.repair?.after ?? report
   const unsettled = final.unsettled.length > 0 || final.control.status === 'unsettled'
   return final.drift || unsettled || report.refused.length > 0 || final.refused.length > 0 ? 1 : 0
 }
@@ -116,8 +126,27 @@ export function reportTable(report: VerifyReport): string {
       '',
       ...tableLines(report.repair.after, 'Re-checked'),
     )
+    const source = report.repair.source
+    if (source !== undefined) {
+      lines.push('', `Repair from the source: ${sourceRepairLine(source)}; checked again:`, '')
+      lines.push(...tableLines(source.after, 'Re-checked'))
+    }
   }
   return `${lines.join('\n')}\n`
+}
+
+/** What the repair from the source did, in one line. */
+function sourceRepairLine(source: SourceRepair): string {
+  const subjects = [
+    ...(source.organizations.length > 0 ? [source.organizations.join(', ')] : []),
+    ...(source.controlTablesWhole ? ['the organizations and api_keys tables whole'] : []),
+  ].join(' and ')
+  const tombstones = source.tombstones.length
+  const deleted =
+    tombstones === 0
+      ? 'no row to delete'
+      : `${tombstones} row${tombstones === 1 ? '' : 's'} PostgreSQL lacks deleted by tombstones (${source.tombstones.map((r) => `${r.table} ${r.id}`).join(', ')})`
+  return `Debezium re-read ${subjects} (incremental snapshot ${source.signalId}, completed in ${source.waitedSeconds.toFixed(1)} s); ${deleted}`
 }
 
 function tableLines(report: VerifyReport, verb: string): string[] {

@@ -45,6 +45,7 @@ import {
   type VerifyReport,
 } from './report.ts'
 import { repairControl } from './repair.ts'
+import { repairFromSource, type SourceScope } from './source-repair.ts'
 import { classify, sample, settleAgain, type Classified } from './settle.ts'
 import { openProductDatabase, VerifyRefused } from './source.ts'
 
@@ -130,10 +131,44 @@ export async function verifyReplica(
       )
     }
     const after = await checkOrganizations(context, drifted, options.organizations)
-    return { ...report, repair: { rebuilt: drifted, control, after } }
+    const repaired = { ...report, repair: { rebuilt: drifted, control, after } }
+    const scope = sourceScope(after, options.organizations)
+    if (scope === undefined) return repaired
+    // Drift a replay of the topics did not mend: the topics never had it. From the source.
+    deps.logger.info(
+      { organizations: scope.organizations },
+      'drift left after the replay: repairing from the source',
+    )
+    const source = await repairFromSource({ config, logger: deps.logger, live, ...signal }, scope)
+    const check = scope.controlTablesWhole ? undefined : scope.organizations
+    const afterSource = await checkOrganizations(context, check, options.organizations)
+    return {
+      ...report,
+      repair: { rebuilt: drifted, control, after, source: { ...source, after: afterSource } },
+    }
   } finally {
     await kafka.close()
   }
+}
+
+/**
+ * What is left to re-read from PostgreSQL after the replay: the organizations still drifted, and
+ * control.db's rows if they still differ (of the organizations checked; all of them when verify
+ * checked all). None when nothing drifted. Pure.
+ */
+export function sourceScope(
+  after: VerifyReport,
+  organizations: readonly string[] | undefined,
+): SourceScope | undefined {
+  const drifted = after.organizations
+    .filter((o) => o.status === 'drifted')
+    .map((o) => o.organizationId)
+  const control = after.control.status === 'drifted'
+  const ids = new Set(drifted)
+  if (control && organizations !== undefined) for (const id of organizations) ids.add(id)
+  const controlTablesWhole = control && organizations === undefined
+  if (ids.size === 0 && !controlTablesWhole) return undefined
+  return { organizations: [...ids].sort(), controlTablesWhole }
 }
 
 /**

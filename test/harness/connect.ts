@@ -60,6 +60,8 @@ export function connectorFor(options: ConnectOptions): ConnectorDefinition {
       'database.password': postgres.password,
       'database.dbname': postgres.database,
       'topic.prefix': options.topicPrefix,
+      // Named after the prefix as the heartbeat topic is (verify's VERIFY_NOTIFICATION_TOPIC).
+      'notification.sink.topic.name': `__debezium-notification.${options.topicPrefix}`,
       ...options.overrides,
     },
   }

@@ -458,7 +458,7 @@ export class Pipeline {
   private constructor(
     readonly postgres: StartedPostgres,
     readonly kafka: RestartableKafka,
-    readonly connect: StartedConnect,
+    public connect: StartedConnect,
     readonly api: ApiProcess,
     /** The data directory the api serves. */
     readonly dataDir: string,
@@ -526,6 +526,21 @@ export class Pipeline {
 
   get sql(): Sql {
     return this.postgres
+  }
+
+  /**
+   * Kafka Connect started again with these connector settings over deploy/'s (e.g.
+   * `snapshot.mode: no_data`). Its offsets went with the stopped worker: with no snapshot, the
+   * connector streams from a new slot, as one whose slot was dropped does.
+   */
+  async restartConnect(overrides: Record<string, string>): Promise<void> {
+    await this.connect.stop()
+    this.connect = await startConnect({
+      brokers: this.kafka.brokers,
+      postgres: this.postgres,
+      topicPrefix: TOPIC_PREFIX,
+      overrides,
+    })
   }
 
   /** The projector feeding the served data directory, with the first generation's group. */

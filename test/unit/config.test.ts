@@ -250,10 +250,22 @@ describe('loadVerifyConfig', () => {
       heartbeatTopic: '__debezium-heartbeat.p',
       pageRows: 5_000,
       catchUpTimeoutMs: 120_000,
+      snapshot: {
+        signalTable: 'public.debezium_signal',
+        notificationTopic: '__debezium-notification.p',
+        timeoutMs: 600_000,
+      },
       projector: { dataDir: './data', topicPrefix: 'p' },
     })
     expect(() =>
       loadVerifyConfig({ DATABASE_URL: 'postgres://db/p', VERIFY_PAGE_ROWS: '0' }),
     ).toThrow(/VERIFY_PAGE_ROWS: /)
+    // Written into SQL as an identifier: nothing but schema.table passes.
+    expect(() =>
+      loadVerifyConfig({
+        DATABASE_URL: 'postgres://db/p',
+        VERIFY_SIGNAL_TABLE: 'public.s; DROP TABLE providers',
+      }),
+    ).toThrow(/VERIFY_SIGNAL_TABLE: must be schema\.table/)
   })
 })

@@ -21,8 +21,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { readOrganizationFiles } from '../../../projector/storage/control-file.ts'
 import type { VerifyReport } from '../../../projector/verify/report.ts'
-import { currentGeneration } from '../../../src/layout.ts'
-import { consumerLag, Pipeline, TOPIC_PREFIX } from '../../support/e2e.ts'
+import { currentGeneration, organizationsWithFiles } from '../../../src/layout.ts'
+import { consumerLag, Pipeline, TOPIC_PREFIX, topicEnd } from '../../support/e2e.ts'
 import {
   ALL_SCOPES,
   deleteRow,
@@ -854,11 +854,93 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     expect(table.stdout).toContain("Debezium's replication slot was not found")
     console.log(`verify report (a change the connector never saw):\n${table.stdout}`)
 
-    // The topics never had the change: a rebuild from them cannot repair it, and says so.
+    // The topics never had the change: a rebuild from them cannot repair it, and the fallback,
+    // Debezium's incremental snapshot, needs a streaming connector. Refused before anything is
+    // written to the topics or PostgreSQL.
+    const signals = async () =>
+      Number(
+        (await pipeline.postgres.query<{ n: string }>('select count(*) as n from debezium_signal'))
+          .rows[0]!.n,
+      )
     const repair = await verify(['--org', b.organizationId, '--repair'])
-    expect(repair.code, repair.stderr).toBe(1)
-    expect(repair.stdout).toContain(`Repair: rebuilt ${b.organizationId} from the topics`)
-    expect(repair.stdout).toMatch(/Drift: 1 of 1 organization differs from PostgreSQL[^\n]*\n$/)
+    expect(repair.code, repair.stderr).toBe(2)
+    expect(repair.stderr.trim().split('\n').at(-1)).toBe(
+      "verify: cannot repair from the source: Debezium's replication slot credentialing_replica is missing, so no connector is streaming to read the snapshot signal (VERIFY_SLOT_NAME). Start the connector, then run verify --repair again",
+    )
+    expect(await signals()).toBe(0)
+    const still = await verifyJson(['--org', b.organizationId])
+    expect(resource(still.report, b.organizationId, 'providers')).toMatchObject({
+      differing: { count: 1 },
+      missing: { count: 1 },
+      extra: { count: 1 },
+    })
+  })
+
+  it('--repair falls back to an incremental snapshot of the drifted organization alone; verify is then clean, and no other file was written', async () => {
+    // The connector back, streaming from a new slot (its offsets went with the old worker, and
+    // no snapshot): the changes made while it was away stay missed.
+    await pipeline.restartConnect({ 'snapshot.mode': 'no_data' })
+    const missed = await verifyJson()
+    expect(missed.code).toBe(1)
+    expect(missed.report.lag.debezium).not.toBe('no-slot')
+    expect(
+      missed.report.organizations.filter((o) => o.status !== 'equal').map((o) => o.organizationId),
+    ).toEqual([b.organizationId])
+
+    // Every other organization's file, byte for byte (and its WAL, where the writes go first).
+    const g = currentGeneration(pipeline.dataDir)!
+    const others = organizationsWithFiles(g).filter((id) => id !== b.organizationId)
+    expect(others).toContain(a.organizationId)
+    const fileState = (id: string) => {
+      const path = livePath(id)
+      const wal = `${path}-wal`
+      return `${digest(path)} ${existsSync(wal) ? digest(wal) : '-'}`
+    }
+    const before = new Map(others.map((id) => [id, fileState(id)]))
+
+    // Without INSERT on the signalling table: refused before any tombstone or signal is written.
+    const providersTopic = `${TOPIC_PREFIX}.public.providers`
+    const endBefore = await topicEnd(pipeline.kafka.brokers, providersTopic)
+    const noGrant = await verify(['--repair'])
+    expect(noGrant.code, noGrant.stderr).toBe(2)
+    expect(noGrant.stderr.trim().split('\n').at(-1)).toBe(
+      'verify: role replica_verify may not signal Debezium: GRANT INSERT ON public.debezium_signal TO replica_verify (VERIFY_SIGNAL_TABLE)',
+    )
+    expect(await topicEnd(pipeline.kafka.brokers, providersTopic)).toBe(endBefore)
+    // docs/operations.md's grant for --repair.
+    await pipeline.postgres.query('GRANT INSERT ON debezium_signal TO replica_verify')
+
+    const run = await verify(['--repair'], { LOG_LEVEL: 'info' })
+    expect(run.code, `${run.stdout}\n${run.stderr.slice(-2_000)}`).toBe(0)
+    console.log(`verify --repair that needed the source:\n${run.stdout}`)
+    const [found, replayed, fromSource] = run.stdout.split(/\nRepair(?: from the source)?: /)
+    expect(found).toContain(`${b.organizationId} providers differing: ${b.providers[2]}`)
+    expect(replayed).toMatch(new RegExp(`^rebuilt ${b.organizationId} from the topics`))
+    expect(replayed).toMatch(/Drift: 1 of 1 organization differs from PostgreSQL/)
+    expect(fromSource).toMatch(
+      new RegExp(
+        `^Debezium re-read ${b.organizationId} \\(incremental snapshot [0-9a-f-]{36}, completed in [\\d.]+ s\\); 2 rows PostgreSQL lacks deleted by tombstones \\(providers ${b.providers[5]}, provider_identifiers [0-9a-f-]{36}\\); checked again:`,
+      ),
+    )
+    expect(fromSource).toMatch(new RegExp(`^${b.organizationId} +\\(all\\) +\\d+ +0 +0 +0$`, 'm'))
+    expect(fromSource).toMatch(/Re-checked 1 organization: no drift/)
+    // The signal named that organization alone, table by table.
+    const signal = (
+      await pipeline.postgres.query<{ data: string }>(
+        `select data from debezium_signal where type = 'execute-snapshot'`,
+      )
+    ).rows.map((r) => JSON.parse(r.data) as { 'additional-conditions': { filter: string }[] })
+    expect(signal).toHaveLength(1)
+    for (const c of signal[0]!['additional-conditions']) {
+      expect(c.filter).toMatch(new RegExp(`^(organization_id|id) IN \\('${b.organizationId}'\\)$`))
+    }
+
+    for (const id of others) expect(fileState(id), `the file of ${id}`).toBe(before.get(id))
+    const clean = await verifyJson()
+    expect(clean.code).toBe(0)
+    expect(clean.report.drift).toBe(false)
+    expect(resource(clean.report, b.organizationId, 'providers').equal).toBe(6)
+    expect(servedBody(b.organizationId, b.providers[2]!)).toContain('Unseen')
   })
 })
 

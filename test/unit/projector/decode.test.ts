@@ -216,6 +216,38 @@ describe('decodeRecord', () => {
     }
   })
 
+  it("positions an incremental snapshot's read by source.sequence: its lsn is null", () => {
+    // As Debezium 3.2.3 writes one (captured in test/integration/e2e/verify.test.ts).
+    const read = (source: Record<string, unknown>) =>
+      change(
+        decodeRecord(
+          {
+            topic: 'product.public.providers',
+            partition: 0,
+            offset: '18',
+            key: { id: uuid(1) },
+            value: {
+              op: 'r',
+              before: null,
+              after: providerRow(uuid(1), ORG_A),
+              source: { table: 'providers', snapshot: 'incremental', ts_ms: 1, ...source },
+            },
+          },
+          'product',
+        ),
+      ).position
+    expect(read({ lsn: null, sequence: '["27416560","27416570"]' })).toMatchObject({
+      lsn: 27416570,
+      snapshot: true,
+    })
+    expect(read({ lsn: null, sequence: '["27416560",null]' }).lsn).toBe(27416560)
+    // An lsn, when there is one, is the position; nothing usable is 0, as before.
+    expect(read({ lsn: 5, sequence: '["27416560","27416570"]' }).lsn).toBe(5)
+    for (const sequence of [null, 'not json', '{"a":1}', '["-1"]', '[1]']) {
+      expect(read({ lsn: null, sequence }).lsn, String(sequence)).toBe(0)
+    }
+  })
+
   it('decodes a tombstone as a delete by its key, of the table its topic names', () => {
     const key = { schema: { type: 'struct' }, payload: { id: uuid(5).toUpperCase() } }
     for (const k of [key, JSON.stringify(key), Buffer.from(JSON.stringify(key.payload))]) {
