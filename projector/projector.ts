@@ -28,9 +28,15 @@ import {
   type LaneApplier,
 } from './lanes/lanes.ts'
 import { createProjectorMetrics, type ProjectorMetrics } from './metrics.ts'
+import { readOrganizationFiles } from './storage/control-file.ts'
 import { openPriorGeneration, type PriorGeneration } from './storage/prior-stamps.ts'
 import { takeControlRepair } from './rebuild/control-repair.ts'
-import { claimHandovers, completeHandover, type HandoverRequest } from './storage/handover.ts'
+import {
+  claimHandovers,
+  completeHandover,
+  replacedFiles,
+  type HandoverRequest,
+} from './storage/handover.ts'
 import { readLineBatches } from './sources/file.ts'
 import { ConsumerFailure, createKafkaSource, type KafkaSource } from './sources/kafka.ts'
 
@@ -120,6 +126,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
    */
   let prior: PriorGeneration | undefined
   let heartbeatWatch: NodeJS.Timeout | undefined
+  let replacedSweep: NodeJS.Timeout | undefined
 
   function openApplier(offsetGuard: boolean, previous?: Generation): LaneApplier {
     if (previous !== undefined) prior = openPriorGeneration(previous)
@@ -148,6 +155,26 @@ export function createProjector(deps: ProjectorDeps): Projector {
   function retirePrevious(): void {
     prior?.close()
     prior = undefined
+  }
+
+  /**
+   * Files a swap replaced before this start, whose removal a stop cut short (a restart within the
+   * grace): removed once the grace has passed from now, if still replaced then.
+   */
+  function sweepReplacedFiles(): void {
+    const replacedNow = () =>
+      replacedFiles(generation, readOrganizationFiles(generation.controlPath))
+    const atStart = new Set(replacedNow())
+    if (atStart.size === 0) return
+    replacedSweep = setTimeout(() => {
+      try {
+        const removed = replacedNow().filter((path) => atStart.has(path))
+        for (const path of removed) rmSync(path, { force: true })
+        logger.info({ files: removed.length }, 'removed files replaced before the last stop')
+      } catch (error) {
+        logger.warn({ err: error }, 'could not remove the files replaced before the last stop')
+      }
+    }, REPLACED_FILE_GRACE_MS).unref()
   }
 
   /** Swaps in rebuilt organization files (storage/handover.ts), between two batches. */
@@ -425,6 +452,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
         logger.info({ generation: generation.name, groupId }, 'rebuilding into a new generation')
       } else {
         openApplier(true)
+        sweepReplacedFiles()
         // A generation keeps the consumer group that built it, so a restart resumes, not replays.
         groupId = applier!.control.consumerGroup() ?? config.kafka.groupId
       }
@@ -440,6 +468,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
       // First: a Kafka batch waiting for the catch-up build would hold up the consumer's stop.
       applier?.stopBuilding()
       clearTimeout(heartbeatWatch)
+      clearTimeout(replacedSweep)
       await source?.stop()
       await admin?.close()
       await applier?.close()

@@ -30,7 +30,12 @@ import {
 import { join } from 'node:path'
 import type { Logger } from 'pino'
 import { z } from 'zod'
-import { isOrganizationId, parseOrganizationFileName, type Generation } from '../../src/layout.ts'
+import {
+  databaseFileOf,
+  isOrganizationId,
+  parseOrganizationFileName,
+  type Generation,
+} from '../../src/layout.ts'
 
 /** A Kafka position: the next offset to read of one partition. */
 export interface PartitionPosition {
@@ -170,4 +175,26 @@ export function handoverSeeks(
     }
   }
   return [...seeks.values()]
+}
+
+/**
+ * The files (with their SQLite side files) in the generation's folder that a swap replaced: not
+ * the file control.db serves their organization from (`served`), and named by no pending
+ * request. The projector removes each a grace period after its swap; one a stop cut short (a
+ * restart within the grace) would otherwise stay on disk for good.
+ */
+export function replacedFiles(
+  generation: Generation,
+  served: ReadonlyMap<string, string>,
+): string[] {
+  const replaced: string[] = []
+  for (const name of readdirSync(generation.organizationsDir)) {
+    const parsed = parseOrganizationFileName(databaseFileOf(name))
+    if (parsed === undefined) continue
+    const file = databaseFileOf(name)
+    const current = served.get(parsed.organizationId) ?? `${parsed.organizationId}.db`
+    if (file === current || handoverPending(generation, parsed.organizationId)) continue
+    replaced.push(join(generation.organizationsDir, name))
+  }
+  return replaced
 }
