@@ -1,8 +1,13 @@
 // Conditional requests for pollers (RFC 9110 §8.8.3, §13.1.2): every 200 carries an ETag made
-// from its body's bytes, so it changes exactly when the body does (a rebuild's swap that keeps
-// every document and stamp keeps it too), and `If-None-Match` with a current tag is answered 304
-// without a body. The tag is a hash of the bytes sent, not of a file's version: a commit that
-// leaves a page as it was (another provider changed) must not turn a poller's 304 into a 200.
+// from what its body's bytes are, so it changes exactly when the body does (a rebuild's swap that
+// keeps every document and stamp keeps it too), and `If-None-Match` with a current tag is answered
+// 304 without a body. The tag is never a file's version: a commit that leaves a page as it was
+// (another provider changed) must not turn a poller's 304 into a 200.
+//
+// A body is hashed whole, except a page of a document list: its tag is a hash of its rows' ids,
+// stamps and stored hashes and of its cursor (`listPageTag`), which name its bytes as exactly
+// (a stored body changes only with its hash) at a twentieth of the hashing; hashing the 130 KB of
+// a page read from SQLite was a tenth of its cost.
 import { createHash } from 'node:crypto'
 
 /**
@@ -20,6 +25,27 @@ export function etagOf(body: Buffer | string, keep: boolean): string {
   const tag = `"${createHash('sha1').update(body).digest('base64url')}"`
   if (keep && typeof body !== 'string') kept.set(body, tag)
   return tag
+}
+
+/**
+ * The tag of a list page: `{"data":[` + the rows' stored bodies + `],"nextCursor":` + cursor
+ * + `}`, made of what those bytes are made of: the body column (the view), each row's
+ * `versions` (api/collections.ts: id, stamp and stored hash, in page order) and the cursor. A page
+ * of the same rows in the same state has the same tag whether it was read from SQLite or from the
+ * page cache, in this process or another.
+ */
+export function listPageTag(
+  bodyColumn: string,
+  versions: string,
+  nextCursor: string | null,
+): string {
+  const hash = createHash('sha1')
+    .update(bodyColumn)
+    .update('\0')
+    .update(versions)
+    .update('\0')
+    .update(nextCursor ?? '')
+  return `"${hash.digest('base64url')}"`
 }
 
 /**

@@ -9,21 +9,30 @@
 //           of a list page: the ceiling the list is compared with
 //   notModified  the list request with If-None-Match naming its current ETag: 304, no body
 //           (a poller whose page did not change); counted by status 304, not 2xx
-//   listUncached  the list request again, on a second api process with PAGE_CACHE_MB=0: every
-//           page read from SQLite (nothing writes to the file during the bench, so the first
-//           api serves list, cursor and since from its page cache after their first request)
+//   listUncached  distinct pages of 50 (bench/distinct-pages.ts): each request a cursor or an
+//           `updated_since` value not asked for since some 20,000 requests before, far more than
+//           the page cache holds, so every page is read from SQLite (nothing writes to the file
+//           during these runs, so the api serves list, cursor and since from its page cache after
+//           their first request); the api's page-cache metric must count no hit in the run
 // then the list page again at half its saturation rate, for latency without queueing, and the
 // bare route at that same rate: the latency the machine itself adds (other processes holding
 // the cores), the floor of the list's.
-// Last, the overload run: the list page offered at twice its saturation rate over
+// Then the overload run: the list page offered at twice its saturation rate over
 // BENCH_OVERLOAD_CONNECTIONS connections (bench/overload-load.ts), the api shedding what it
 // cannot serve (api/overload.ts): the p99 of the requests it served, and every response that was
 // neither a 2xx nor a 503 api_temporarily_unavailable with Retry-After, plus connection errors.
+// Last, the live run: an organization of LIVE_PROVIDERS providers loaded by the projector from the
+// generated dataset (bench/live-org.ts), served by an api of its own while a projector applies
+// the dataset's streamed changes at LIVE_EVENTS_PER_SECOND in commits of a tenth of a second
+// (bench/live-writer.ts, the file source's path), each commit emptying that file's cached pages:
+// distinct pages at saturation (live), then at half that rate (liveHalf: its p99 is liveP99Ms).
 // Prints the figures, then one line of JSON:
 //   {"listRps","bareRps","listP50Ms","listP99Ms","cursorRps","detailRps","listUncachedRps",
 //    "overloadServedP99Ms","overloadErrors","overloadServedRps","overloadShed",
-//    "overloadNoShedServedP99Ms","notModifiedRps","notModifiedCpuMs","listCpuMs"} (overloadNoShed:
-// the same overload on an api that does not shed)
+//    "overloadNoShedServedP99Ms","notModifiedRps","notModifiedCpuMs","listCpuMs",
+//    "listUncachedCpuMs","liveRps","liveP99Ms","liveCpuMs","liveEventsPerSecond",
+//    "listUncachedRatio","liveRatio"} (overloadNoShed: the same overload on an api that does not
+// shed; the ratios are to bareRps; liveEventsPerSecond: what the writer applied)
 // A measured run other than the overload run with any error or non-2xx response (a 304 run: any
 // error) makes the figures meaningless: the bench then exits 1 instead of printing that line.
 //
@@ -37,16 +46,21 @@ import type { ChildProcess } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
-import { join } from 'node:path'
+import { dirname, join } from 'node:path'
 import Fastify from 'fastify'
 import { type BenchConfig, ConfigError, loadBenchConfig } from '../src/config.ts'
 import { freePort } from '../test/harness/process.ts'
 import { allScopes, ReplicaFixture, stamp } from '../test/integration/api/fixtures.ts'
 import { spawn } from 'node:child_process'
 import { repoRoot } from '../test/harness/paths.ts'
+import { distinctPaths } from './distinct-pages.ts'
+import { listPositions, liveOrganization, organizationFile } from './live-org.ts'
+import { projectorNodeFlags } from './projector-run.ts'
 import {
   autocannon,
   BenchFailure,
+  type DistinctPages,
+  distinctLoad,
   failedRuns,
   type LoadResult,
   resultLine,
@@ -56,6 +70,13 @@ import {
 } from './http-load.ts'
 
 const PROVIDERS = 10_000
+/** The live run's organization (the generator's largest) and its change stream. */
+const LIVE_PROVIDERS = 5000
+const LIVE_UPDATE_ROUNDS = 3
+const LIVE_EVENTS_PER_SECOND = 200
+const PAGE_LIMIT = 50
+/** Set on the api processes, so that the bench can sign the cursors of its distinct pages. */
+const CURSOR_SECRET = 'bench-api-cursor-secret'
 
 // `tsx bench/api.ts --bare <port> <bodyFile>`: the bare server, run in its own process.
 if (process.argv[2] === '--bare') {
@@ -73,7 +94,12 @@ if (process.argv[2] === '--bare') {
   }
 }
 
-function buildOrganization(): { replica: ReplicaFixture; key: string; ids: string[] } {
+function buildOrganization(): {
+  replica: ReplicaFixture
+  key: string
+  ids: string[]
+  organizationId: string
+} {
   const replica = ReplicaFixture.create()
   const org = replica.organization()
   const ids: string[] = []
@@ -112,14 +138,17 @@ function buildOrganization(): { replica: ReplicaFixture; key: string; ids: strin
     scopes: allScopes.filter((s) => s !== 'providers:read:sensitive'),
   }).raw
   replica.publish()
-  return { replica, key, ids }
+  return { replica, key, ids, organizationId: org.id }
 }
 
 async function main(bench: BenchConfig): Promise<void> {
   process.stdout.write(`building an organization of ${PROVIDERS} providers...\n`)
-  const { replica, key, ids } = buildOrganization()
+  const { replica, key, ids, organizationId } = buildOrganization()
+  const live = await liveOrganization(LIVE_PROVIDERS, LIVE_UPDATE_ROUNDS, (line) =>
+    process.stdout.write(`${line}\n`),
+  )
   const [port, adminPort, barePort] = [await freePort(), await freePort(), await freePort()]
-  const [uncachedPort, uncachedAdminPort] = [await freePort(), await freePort()]
+  const [livePort, liveAdminPort] = [await freePort(), await freePort()]
   const [sheddingPort, sheddingAdminPort] = [await freePort(), await freePort()]
   const children: ChildProcess[] = []
   const bodyFile = join(replica.dataDir, 'bare-body.json')
@@ -132,11 +161,17 @@ async function main(bench: BenchConfig): Promise<void> {
   // machine the shipped thresholds shed even 16 connections); the overload run has an api of its
   // own with the shipped load shedding, or the API_SHED_* of the environment.
   const noShedding = { API_SHED_EVENT_LOOP_DELAY_MS: '0', API_SHED_MAX_IN_FLIGHT: '0' }
-  const startApi = (apiPort: number, apiAdminPort: number, env: Record<string, string> = {}) =>
+  const startApi = (
+    apiPort: number,
+    apiAdminPort: number,
+    env: Record<string, string> = {},
+    dataDir = replica.dataDir,
+  ) =>
     startChild(
       ['api/main.ts'],
       {
-        DATA_DIR: replica.dataDir,
+        DATA_DIR: dataDir,
+        CURSOR_SECRET,
         HOST: '127.0.0.1',
         PORT: String(apiPort),
         ADMIN_PORT: String(apiAdminPort),
@@ -167,14 +202,23 @@ async function main(bench: BenchConfig): Promise<void> {
     writeFileSync(bodyFile, firstPage)
     children.push(startChild(['bench/api.ts', '--bare', String(barePort), bodyFile], {}))
     await waitFor(`http://127.0.0.1:${barePort}/bare`)
-    children.push(startApi(uncachedPort, uncachedAdminPort, { ...noShedding, PAGE_CACHE_MB: '0' }))
     children.push(startApi(sheddingPort, sheddingAdminPort))
     const sheddingList = `http://127.0.0.1:${sheddingPort}/api/v1/providers?limit=50`
     await waitFor(sheddingList, auth)
-    const uncachedList = `http://127.0.0.1:${uncachedPort}/api/v1/providers?limit=50`
-    await waitFor(uncachedList, auth)
-    const uncachedPage = await (await fetch(uncachedList, { headers: auth })).text()
-    if (uncachedPage !== firstPage) throw new BenchFailure('the uncached api served another page')
+    let uncachedPages: DistinctPages = {
+      origin: `http://127.0.0.1:${port}`,
+      paths: distinctPaths({
+        organizationId,
+        cursorSecret: CURSOR_SECRET,
+        positions: listPositions(
+          organizationFile(replica.dataDir, organizationId),
+          'doc_providers',
+        ),
+        limit: PAGE_LIMIT,
+      }),
+      start: 0,
+    }
+    await checkDistinctPages(uncachedPages, key)
 
     const urls = {
       list: `${base}/providers?limit=50`,
@@ -187,15 +231,14 @@ async function main(bench: BenchConfig): Promise<void> {
       `page of 50: ${firstPage.length} bytes; ${bench.connections} connections, ` +
         `${bench.durationSeconds} s per run\n`,
     )
-    const [apiProcess, bareProcess, uncachedProcess] = children as [
-      ChildProcess,
-      ChildProcess,
-      ChildProcess,
-    ]
+    const [apiProcess, bareProcess] = children as [ChildProcess, ChildProcess]
     // Warm up the servers (JIT, SQLite's page cache) before measuring.
     await autocannon(bench, urls.list, key, apiProcess)
     await autocannon(bench, urls.bare, undefined, bareProcess)
-    await autocannon(bench, uncachedList, key, uncachedProcess)
+    uncachedPages = {
+      ...uncachedPages,
+      start: (await distinctLoad(bench, uncachedPages, key, apiProcess)).next,
+    }
 
     const results: Record<string, LoadResult> = {}
     for (const [name, url] of Object.entries(urls)) {
@@ -206,7 +249,12 @@ async function main(bench: BenchConfig): Promise<void> {
         name === 'bare' ? bareProcess : apiProcess,
       )
     }
-    results.listUncached = await autocannon(bench, uncachedList, key, uncachedProcess)
+    const hitsBefore = await pageCacheHits(adminPort)
+    results.listUncached = await distinctLoad(bench, uncachedPages, key, apiProcess)
+    const uncachedHits = (await pageCacheHits(adminPort)) - hitsBefore
+    if (uncachedHits > 0) {
+      throw new BenchFailure(`the uncached run found ${uncachedHits} pages in the page cache`)
+    }
     const notModified = await autocannon(bench, urls.list, key, apiProcess, undefined, [
       `if-none-match=${etag}`,
     ])
@@ -234,6 +282,50 @@ async function main(bench: BenchConfig): Promise<void> {
           `${r.wrong}, connection errors ${r.errors}\n`,
       )
     }
+    // The live run, last: its writer's commits would turn the other runs' caches over.
+    const liveApi = startApi(livePort, liveAdminPort, noShedding, live.dataDir)
+    children.push(liveApi)
+    await waitFor(`http://127.0.0.1:${livePort}/api/v1/providers?limit=1`, {
+      authorization: `Bearer ${live.key}`,
+    })
+    let livePages: DistinctPages = {
+      origin: `http://127.0.0.1:${livePort}`,
+      paths: distinctPaths({
+        organizationId: live.organizationId,
+        cursorSecret: CURSOR_SECRET,
+        positions: listPositions(
+          organizationFile(live.dataDir, live.organizationId),
+          'doc_providers',
+        ),
+        limit: PAGE_LIMIT,
+      }),
+      start: 0,
+    }
+    const livePageBytes = await checkDistinctPages(livePages, live.key)
+    const writer = startWriter(live.dataDir, live.streamFile)
+    let written: WriterSummary
+    try {
+      // The warm-up runs with the writer too: the JIT sees the path it is measured on.
+      livePages = {
+        ...livePages,
+        start: (await distinctLoad(bench, livePages, live.key, liveApi)).next,
+      }
+      const liveRun = await distinctLoad(bench, livePages, live.key, liveApi)
+      results.live = liveRun
+      livePages = { ...livePages, start: liveRun.next }
+      const liveHalfRate = Math.max(1, Math.round(liveRun.rps / 2))
+      results.liveHalf = await distinctLoad(bench, livePages, live.key, liveApi, liveHalfRate)
+    } finally {
+      written = await stopWriter(writer)
+    }
+    const liveEventsPerSecond = Math.round(written.events / written.seconds)
+    process.stdout.write(
+      `live: ${live.events.snapshot} snapshot events loaded, page of 50 ${livePageBytes} bytes; ` +
+        `the writer applied ${written.events} events in ${written.commits} commits over ` +
+        `${written.seconds.toFixed(1)} s (${liveEventsPerSecond}/s, asked ${LIVE_EVENTS_PER_SECOND}` +
+        `${written.exhausted ? ', the stream ran out' : ''})\n` +
+        `${resultLine('live', results.live)}\n${resultLine('liveHalf', results.liveHalf)}\n`,
+    )
     // Every one of the 304 run's answers is a 304, which autocannon counts as non-2xx: only
     // errors fail it, and a body would show as bytes per request.
     const failed = [
@@ -249,12 +341,16 @@ async function main(bench: BenchConfig): Promise<void> {
     const bare = results.bare as LoadResult
     const listHalf = results.listHalf
     const uncached = results.listUncached
+    const liveResult = results.live
+    const liveHalf = results.liveHalf
     const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
     process.stdout.write(
       `machine load average ${load} (cores: ${availableParallelism()}); server CPU per request ` +
         `list/bare ${(list.cpuMsPerRequest / bare.cpuMsPerRequest).toFixed(2)}x\n` +
-        `list/bare ${((100 * list.rps) / bare.rps).toFixed(1)}% (target >= 50%), without the ` +
-        `page cache ${((100 * uncached.rps) / bare.rps).toFixed(1)}%; ` +
+        `list/bare ${((100 * list.rps) / bare.rps).toFixed(1)}% (target >= 50%), distinct ` +
+        `pages (no page cache hit) ${((100 * uncached.rps) / bare.rps).toFixed(1)}% (target >= ` +
+        `50%), and under live writes ${((100 * liveResult.rps) / bare.rps).toFixed(1)}% (target ` +
+        `>= 50%) with p99 ${liveHalf.p99} ms at half that rate (target < 10 ms); ` +
         `p99 at ${half} req/s (half saturation) ${listHalf.p99} ms (target < 10 ms), the bare ` +
         `route's at the same rate ${results.bareHalf.p99} ms; a 304 costs ` +
         `${notModified.cpuMsPerRequest} ms of api CPU against ${list.cpuMsPerRequest} ms for the ` +
@@ -281,13 +377,88 @@ async function main(bench: BenchConfig): Promise<void> {
         notModifiedRps: notModified.rps,
         notModifiedCpuMs: notModified.cpuMsPerRequest,
         listCpuMs: list.cpuMsPerRequest,
+        listUncachedCpuMs: uncached.cpuMsPerRequest,
+        liveRps: liveResult.rps,
+        liveP99Ms: liveHalf.p99,
+        liveCpuMs: liveResult.cpuMsPerRequest,
+        liveEventsPerSecond,
+        listUncachedRatio: ratio(uncached.rps, bare.rps),
+        liveRatio: ratio(liveResult.rps, bare.rps),
       })}\n`,
     )
   } finally {
     await stopChildren(children)
     replica.destroy()
     rmSync(bodyFile, { force: true })
+    rmSync(dirname(live.dataDir), { recursive: true, force: true })
   }
+}
+
+function ratio(a: number, b: number): number {
+  return b === 0 ? 0 : Math.round((100 * a) / b) / 100
+}
+
+/**
+ * Checks that the first and the last of the distinct pages are whole pages of 200 (a path the api
+ * refused would make the run a count of errors); returns the first one's size in bytes.
+ */
+async function checkDistinctPages(pages: DistinctPages, key: string): Promise<number> {
+  if (pages.paths.length === 0) throw new BenchFailure('no distinct page to ask for')
+  let bytes = 0
+  for (const path of [pages.paths[0], pages.paths.at(-1)] as string[]) {
+    const response = await fetch(`${pages.origin}${path}`, {
+      headers: { authorization: `Bearer ${key}` },
+    })
+    const body = await response.text()
+    const rows = response.ok ? (JSON.parse(body) as { data: unknown[] }).data.length : 0
+    if (rows !== PAGE_LIMIT) {
+      throw new BenchFailure(`${path}: ${response.status} with ${rows} rows: ${body.slice(0, 200)}`)
+    }
+    bytes ||= Buffer.byteLength(body)
+  }
+  return bytes
+}
+
+/** Page-cache hits the api has counted so far (its admin port's metrics). */
+async function pageCacheHits(adminPort: number): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${adminPort}/metrics`)).text()
+  const line = text
+    .split('\n')
+    .find((l) => l.startsWith('api_page_cache_lookups_total{result="hit"}'))
+  if (line === undefined) throw new BenchFailure('the api reports no page-cache hits metric')
+  return Number(line.split(' ').at(-1))
+}
+
+interface WriterSummary {
+  events: number
+  commits: number
+  seconds: number
+  exhausted: boolean
+}
+
+/** The live run's change stream (bench/live-writer.ts), as the projector is started. */
+function startWriter(dataDir: string, streamFile: string): ChildProcess {
+  return spawn(
+    process.execPath,
+    [
+      ...projectorNodeFlags,
+      'bench/live-writer.ts',
+      dataDir,
+      streamFile,
+      String(LIVE_EVENTS_PER_SECOND),
+    ],
+    { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] },
+  )
+}
+
+async function stopWriter(writer: ChildProcess): Promise<WriterSummary> {
+  let out = ''
+  writer.stdout?.on('data', (d: Buffer) => (out += d.toString()))
+  const exited = new Promise((resolve) => writer.once('exit', resolve))
+  writer.kill('SIGTERM')
+  const code = await exited
+  if (code !== 0) throw new BenchFailure(`the live writer failed (exit ${String(code)})`)
+  return JSON.parse(out) as WriterSummary
 }
 
 interface OverloadResult {

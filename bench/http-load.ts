@@ -1,11 +1,14 @@
 // What the HTTP benchmarks (bench/api.ts, bench/peer.ts) share: servers as child processes,
-// autocannon in a process of its own, and the server's CPU time per request from /proc.
+// autocannon in a process of its own (its command line, or bench/distinct-load.ts for distinct
+// pages), and the server's CPU time per request from /proc.
 import { type ChildProcess, spawn } from 'node:child_process'
-import { readFileSync } from 'node:fs'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import type { BenchConfig } from '../src/config.ts'
 import { repoRoot } from '../test/harness/paths.ts'
+import type { DistinctPlan } from './distinct-load.ts'
 
 const autocannonBin = join(repoRoot, 'node_modules/.bin/autocannon')
 
@@ -86,9 +89,59 @@ export async function autocannon(
   if (rate !== undefined) args.push('-R', String(rate))
   args.push(url)
   const child = spawn(autocannonBin, args, { stdio: ['ignore', 'pipe', 'ignore'] })
+  return loadResult(server, cpuBefore, await stdoutOf(child))
+}
+
+/** The rest of a distinct-pages plan (bench/distinct-load.ts): what a run adds is the load's size. */
+export type DistinctPages = Pick<DistinctPlan, 'origin' | 'paths' | 'start'>
+
+/**
+ * One run of distinct pages against `server` (bench/distinct-load.ts): each request the next of
+ * `pages.paths`, from `pages.start`. `rate` requests/s at most if given. Also returns the index the
+ * next run should start at, so that no path is asked for twice while still in the page cache.
+ */
+export async function distinctLoad(
+  bench: BenchConfig,
+  pages: DistinctPages,
+  key: string,
+  server: ChildProcess,
+  rate?: number,
+): Promise<LoadResult & { next: number }> {
+  const cpuBefore = cpuSeconds(server.pid as number)
+  const plan: DistinctPlan = {
+    ...pages,
+    headers: { authorization: `Bearer ${key}` },
+    connections: bench.connections,
+    seconds: bench.durationSeconds,
+    ...(rate === undefined ? {} : { rate }),
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'bench-distinct-'))
+  try {
+    const planFile = join(dir, 'plan.json')
+    writeFileSync(planFile, JSON.stringify(plan))
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/distinct-load.ts', planFile], {
+      cwd: repoRoot,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    })
+    const out = await stdoutOf(child)
+    return {
+      ...loadResult(server, cpuBefore, out),
+      next: (JSON.parse(out) as { next: number }).next,
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+async function stdoutOf(child: ChildProcess): Promise<string> {
   let out = ''
-  child.stdout.on('data', (d: Buffer) => (out += d.toString()))
+  child.stdout?.on('data', (d: Buffer) => (out += d.toString()))
   await new Promise((resolve) => child.on('exit', resolve))
+  return out
+}
+
+/** A run's figures from autocannon's JSON, with the server's CPU time since `cpuBefore`. */
+function loadResult(server: ChildProcess, cpuBefore: number, out: string): LoadResult {
   const cpu = cpuSeconds(server.pid as number) - cpuBefore
   const r = JSON.parse(out) as {
     requests: { average: number; total: number }

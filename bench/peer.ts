@@ -16,7 +16,8 @@
 //    JSON documents both ways (PostgreSQL's text differs only in whitespace, inside jsonb
 //    metadata and between array elements), their cursors too; otherwise the bench stops.
 // 4. autocannon against each (BENCH_CONNECTIONS, BENCH_DURATION_SECONDS), after a warm-up.
-// Ends with one line of JSON: {"replicaRps", "postgresRps", "replicaP99Ms", "postgresP99Ms"}.
+// Ends with one line of JSON: {"replicaRps", "postgresRps", "replicaP99Ms", "postgresP99Ms",
+// "replicaUncachedRps"} (the last: the api with PAGE_CACHE_MB=0).
 //
 // Environment: BENCH_DURATION_SECONDS (8 per run), BENCH_CONNECTIONS (16); BENCH_PEER_CPU_PROF=<dir>
 // runs the servers under `node --cpu-prof`, their profiles written to <dir> when they stop.
@@ -229,6 +230,7 @@ async function main(bench: BenchConfig): Promise<void> {
         postgresRps: postgresResult.rps,
         replicaP99Ms: replica.p99,
         postgresP99Ms: postgresResult.p99,
+        replicaUncachedRps: uncached.rps,
       }),
     )
   } finally {

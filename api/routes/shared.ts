@@ -27,7 +27,7 @@ import {
 } from '../params.ts'
 import type { ServedGeneration } from '../replica.ts'
 import { type Allocate, ownedBuffer, type ResponseBuffers } from '../buffers.ts'
-import { etagOf, noneMatch } from '../etag.ts'
+import { etagOf, listPageTag, noneMatch } from '../etag.ts'
 
 export interface Clock {
   /** Epoch milliseconds. */
@@ -116,7 +116,11 @@ export function listRequest(
  * `kept`: the body is sent again unchanged (a cached page), so its tag is kept with it.
  */
 export function sendJson(reply: FastifyReply, body: Buffer | string, kept = false): FastifyReply {
-  const tag = etagOf(body, kept)
+  return sendTagged(reply, body, etagOf(body, kept))
+}
+
+/** A 200 with the ETag given, or 304 without a body when the request's If-None-Match names it. */
+export function sendTagged(reply: FastifyReply, body: Buffer | string, tag: string): FastifyReply {
   reply.header('etag', tag)
   if (noneMatch(reply.request.headers['if-none-match'], tag)) return reply.code(304).send()
   return reply.type(JSON_TYPE).send(body)
@@ -127,11 +131,16 @@ export function sendBuilt(
   ctx: RouteContext,
   reply: FastifyReply,
   build: (allocate: Allocate) => Buffer,
+  tag?: string,
 ): FastifyReply {
   const lease = ctx.buffers.lease()
   reply.raw.once('close', lease.release)
-  return sendJson(reply, build(lease.allocate))
+  const body = build(lease.allocate)
+  return sendTagged(reply, body, tag ?? etagOf(body, false))
 }
+
+/** The tags of cached list pages (listPageTag), kept with their bodies for as long as they live. */
+const pageTags = new WeakMap<Buffer, string>()
 
 /**
  * What a list page's bytes depend on besides the file's state: the binding (organization, list,
@@ -156,21 +165,30 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
     )
     const read = (file: PageReader) =>
       readPage(file, pageSql(collection, view, query.filters, after, query.limit))
-    const envelope = ({ bodies, next }: PageRead, allocate: Allocate) => {
-      const cursor = next === undefined ? null : encodeCursor(ctx.cursorSecret, binding, next)
-      return listBody(bodies, cursor, allocate)
-    }
+    const bodyColumn = collection.columns[view].body
+    const cursorOf = ({ next }: PageRead) =>
+      next === undefined ? null : encodeCursor(ctx.cursorSecret, binding, next)
     if (!ctx.cachePages) {
       const page = served.organizations.read(principal, read)
-      return sendBuilt(ctx, reply, (allocate) => envelope(page, allocate))
+      const cursor = cursorOf(page)
+      const tag = listPageTag(bodyColumn, page.versions, cursor)
+      return sendBuilt(ctx, reply, (allocate) => listBody(page.bodies, cursor, allocate), tag)
     }
     // A body that may be cached is built in a buffer of its own: a slab is reused once its
-    // response is done, a cached body is sent again and again.
+    // response is done, a cached body is sent again and again, with its tag.
     const { body, hit } = served.organizations.read(principal, (file) =>
-      file.cachedPage(pageKey, () => envelope(read(file), ownedBuffer)),
+      file.cachedPage(pageKey, () => {
+        const page = read(file)
+        const cursor = cursorOf(page)
+        const built = listBody(page.bodies, cursor, ownedBuffer)
+        pageTags.set(built, listPageTag(bodyColumn, page.versions, cursor))
+        return built
+      }),
     )
     ctx.metrics.pageCacheLookup(hit)
-    return sendJson(reply, body, true)
+    const tag = pageTags.get(body)
+    if (tag === undefined) throw new Error('a cached list page without its tag')
+    return sendTagged(reply, body, tag)
   })
 }
 

@@ -92,6 +92,40 @@ describe('conditional requests and freshness headers', () => {
     expect(after.other).toBe(middle.other)
   })
 
+  it("a list page's ETag is the same from the page cache or from SQLite, and per view", async () => {
+    // A list's tag is made of its rows' stored hashes (api/etag.ts): two api processes behind one
+    // load balancer, one without a page cache, must tag the same page alike, or a poller moving
+    // between them would be sent the page again.
+    const uncached = await startApi(replica.dataDir, {
+      clock: { now: () => now },
+      env: { RATE_LIMIT_PER_KEY: '1000', PAGE_CACHE_MB: '0' },
+    })
+    const sensitiveKey = replica.key(org.id, {
+      scopes: ['providers:read', 'providers:read:sensitive'],
+    }).raw
+    try {
+      const first = await api.get('/providers?limit=2', key)
+      const page = (await first.json()) as { nextCursor: string }
+      for (const path of [
+        '/providers',
+        '/providers?limit=2',
+        `/providers?limit=2&cursor=${page.nextCursor}`,
+      ]) {
+        const cached = await api.get(path, key)
+        const read = await uncached.get(path, key)
+        expect(await read.text()).toBe(await cached.text())
+        expect(read.headers.get('etag')).toBe(cached.headers.get('etag'))
+      }
+      const sensitive = await api.get('/providers', sensitiveKey)
+      expect(sensitive.status).toBe(200)
+      expect(sensitive.headers.get('etag')).not.toBe(
+        (await api.get('/providers', key)).headers.get('etag'),
+      )
+    } finally {
+      await uncached.close()
+    }
+  })
+
   it('a 304 counts against the rate limit', async () => {
     const limited = await startApi(replica.dataDir, { env: { RATE_LIMIT_PER_KEY: '2' } })
     try {

@@ -160,10 +160,11 @@ describe('bench:peer', () => {
     expect(lines.join('\n')).toContain('pages equal both ways')
     const figures = JSON.parse(lines.at(-1) as string) as Record<string, unknown>
     expect(Object.keys(figures).sort()).toEqual(
-      ['postgresP99Ms', 'postgresRps', 'replicaP99Ms', 'replicaRps'].sort(),
+      ['postgresP99Ms', 'postgresRps', 'replicaP99Ms', 'replicaRps', 'replicaUncachedRps'].sort(),
     )
     for (const value of Object.values(figures)) expect(value).toEqual(expect.any(Number))
     expect(figures.replicaRps).toBeGreaterThan(0)
     expect(figures.postgresRps).toBeGreaterThan(0)
+    expect(figures.replicaUncachedRps).toBeGreaterThan(0)
   }, 300_000)
 })
