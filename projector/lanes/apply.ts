@@ -230,8 +230,7 @@ class InlineApplier implements Applier {
     let answer: LaneOutcome | undefined
     try {
       if (hold) this.control.begin()
-      // A per-organization rebuild decodes every record: its routing decides what it keeps.
-      batch.route(packRecords(records, this.#options.onlyOrganizations === undefined))
+      batch.route(packRecords(records))
       const [share] = batch.shares(this.#clock().getTime(), hold)
       answer = share === undefined ? undefined : this.#applyInline(share)
     } catch (error) {

@@ -310,6 +310,8 @@ export class PackedBatch {
         index,
       )
     this.#steps.push(() => {
+      // Rebuilding some organizations: another's row matters only if it moves out of one (then
+      // only its move-out is packed: the packer of an organization not kept is none).
       if (routed.skipped) return void this.outcome.skipped++
       if (routed.found !== undefined) item(ItemKind.MoveOut, routed.found)
       item(ItemKind.Hinted, hint.organizationId)
@@ -431,13 +433,12 @@ export function recordBytes(records: readonly SourceRecord[]): number {
 
 /**
  * Packs records from Kafka (values as bytes): by their bytes' hint where they name their
- * organization, decoded otherwise. `hints` false: every record decoded (a per-organization
- * rebuild, whose routing decides per row what it keeps).
+ * organization, decoded otherwise (values already parsed, as tests and verify's build give them).
  */
-export function packRecords(records: readonly SourceRecord[], hints = true): PackItems {
+export function packRecords(records: readonly SourceRecord[]): PackItems {
   return (hinted, decoded) => {
     records.forEach((record, index) => {
-      const bytes = hints ? valueBytes(record.value) : undefined
+      const bytes = valueBytes(record.value)
       const hint = bytes === undefined ? undefined : laneHint(bytes)
       if (hint === undefined || bytes === undefined) return decoded(record, index)
       const { topic, partition } = record
