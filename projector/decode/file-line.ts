@@ -2,7 +2,7 @@
 //   {"topic": "...", "partition": 0, "offset": "12", "key": <json or null>, "value": <json or null>}
 // where `value` is exactly what Debezium wrote (partition and offset are optional: 0 and the line
 // number). The file source (../sources/file.ts) reads them in batches; each line becomes a record
-// here, in a lane (../lanes/lane.ts) or, for readRecordBatches, in the file source itself.
+// here, in a lane (../lanes/lane-core.ts) or, for readRecordBatches, in the file source itself.
 //
 // Lines are read as bytes. A line in the usual shape (the keys above, `value` last, keys and
 // values wrapped by the JsonConverter with schemas) is parsed without parsing its schema blocks:

@@ -1,4 +1,4 @@
-// What the main thread and the lanes (lane.ts) say to each other. A batch travels as one buffer of
+// What the main thread and the lanes (lane-core.ts, on a worker: lane.ts) say to each other. A batch travels as one buffer of
 // bytes (the events' values, or the file's lines) and one array of numbers, ITEM_FIELDS per item,
 // in the order the events came: structured clone copies a few large arrays far faster than
 // thousands of small objects. The rare events the main thread decoded itself travel as objects.
@@ -41,19 +41,22 @@ export interface LaneOptions {
   cacheBudgetBytes: number | undefined
 }
 
+/** One lane's share of a batch, packed by the main thread (pack.ts), applied by lane-core.ts. */
+export interface BatchRequest {
+  type: 'batch'
+  seq: number
+  buf: Uint8Array
+  meta: Float64Array
+  strings: string[]
+  events: Array<{ organizationId: string; event: OrganizationEvent }>
+  /** The batch's time (ms), so every lane stamps alike. */
+  now: number
+  /** Join the held transactions of an initial load (apply.ts, `loadCommitEvents`). */
+  hold: boolean
+}
+
 export type LaneRequest =
-  | {
-      type: 'batch'
-      seq: number
-      buf: Uint8Array
-      meta: Float64Array
-      strings: string[]
-      events: Array<{ organizationId: string; event: OrganizationEvent }>
-      /** The batch's time (ms), so every lane stamps alike. */
-      now: number
-      /** Join the held transactions of an initial load (apply.ts, `loadCommitEvents`). */
-      hold: boolean
-    }
+  | BatchRequest
   | { type: 'commit'; seq: number }
   | { type: 'rollback'; seq: number }
   | { type: 'close-files'; seq: number; organizations?: string[] }

@@ -1,7 +1,6 @@
 // A record as an applier takes it: skipped, a dead letter, an event for control.db, or an event
-// for an organization's file. Shared by the one-thread applier (apply.ts), which then routes each
-// event at once, and the lanes' main thread (lanes.ts), which routes after the batch's routes are
-// read. Pure.
+// for an organization's file. Used by the main thread's routing of a batch (lanes/pack.ts) for
+// what the bytes did not route, whichever applier runs it. Pure.
 import { controlTables } from '../../schema/events.ts'
 import type { ControlEvent } from '../storage/control-file.ts'
 import { decodeRecord, type BadEventReason, type SourceRecord } from '../decode/decode.ts'

@@ -1,0 +1,340 @@
+// A lane's work, wherever it runs: the organization files it owns and the batches it applies to
+// them. The one implementation of "apply decoded records to an organization's files": a worker
+// thread (lane.ts) runs one for the live projector's lanes, and the single-threaded applier
+// (apply.ts: a rebuild, verify's build, the document build at catch-up) runs one inline, on its own
+// thread. The main thread routes and packs a batch (pack.ts); a lane decodes what came as bytes,
+// checks it against what the bytes named, and applies each organization's events in their order.
+import type { Generation } from '../../src/layout.ts'
+import type { OrganizationTable } from '../../schema/events.ts'
+import { cacheShares } from '../storage/cache-budget.ts'
+import { decodeRecord, laterCommit, type RowChange, type SourceRecord } from '../decode/decode.ts'
+import type { DocumentKind, RefreshStats } from '../documents/index.ts'
+import {
+  ITEM_FIELDS,
+  ItemKind,
+  type BatchRequest,
+  type LaneAnswer,
+  type LaneOutcome,
+  type LaneRequest,
+} from './lane-protocol.ts'
+import {
+  openOrganizationFile,
+  useOrganizationFile,
+  type OrganizationEvent,
+  type OrganizationFile,
+} from '../storage/organization-file.ts'
+import { FileSourceError, LineReader } from '../decode/file-line.ts'
+
+/** Events decoded before they are applied, in an initial load (`LaneBatch.toOrganization`). */
+const LOAD_APPLY_EVENTS = 500
+
+export interface LaneCoreOptions {
+  lane: number
+  /** Lanes in all: the cache budget is shared as if one process held every lane's files. */
+  lanes: number
+  generation: Generation
+  topicPrefix: string
+  offsetGuard: boolean
+  walCheckpointBytes: number
+  /** Whether a file opened now defers its documents (an initial load, before catch-up). */
+  deferDocuments: () => boolean
+  maxOpenFiles: number
+  cacheBudgetBytes: number | undefined
+  /** The organization's file in this generation, as control.db names it. */
+  fileOf: (organizationId: string) => string | undefined
+  priorStamp?:
+    | ((organizationId: string, kind: DocumentKind, id: string, hash: string) => string | undefined)
+    | undefined
+}
+
+export function addDocumentStats(into: RefreshStats, stats: RefreshStats): void {
+  into.rewritten += stats.rewritten
+  into.unchanged += stats.unchanged
+  into.removed += stats.removed
+}
+
+/** A lane's organization files (it is their only writer), and what it does with them. */
+export class LaneCore {
+  /** Open files, least recently used first (`useOrganizationFile`). */
+  readonly files = new Map<string, OrganizationFile>()
+  readonly reader = new LineReader()
+  #cacheKiB: number | undefined
+
+  constructor(readonly options: LaneCoreOptions) {}
+
+  organizationFile(organizationId: string): OrganizationFile {
+    const o = this.options
+    return useOrganizationFile(
+      this.files,
+      organizationId,
+      o.maxOpenFiles,
+      () => {
+        const prior = o.priorStamp
+        return openOrganizationFile(
+          organizationId,
+          o.generation.organizationPath(organizationId, o.fileOf(organizationId)),
+          {
+            offsetGuard: o.offsetGuard,
+            deferDocuments: o.deferDocuments(),
+            ...(prior === undefined
+              ? {}
+              : { priorStamp: (k, id, h) => prior(organizationId, k, id, h) }),
+          },
+        )
+      },
+      (file) => this.#shareCache(file),
+    )
+  }
+
+  /** Gives every open file its share of the budget, when the number open changed. */
+  #shareCache(newFile: OrganizationFile): void {
+    const budget = this.options.cacheBudgetBytes
+    if (budget === undefined) return
+    const share = cacheShares(budget, this.files.size * this.options.lanes).organizationKiB
+    if (share === this.#cacheKiB) return newFile.setCacheKiB(share)
+    this.#cacheKiB = share
+    for (const file of this.files.values()) file.setCacheKiB(share)
+  }
+
+  /**
+   * Applies a packed batch. On failure what it (and an initial load's held transactions) wrote
+   * goes: the source re-reads from its committed position, which is not past this batch. A line
+   * that is not a record is found before anything is written, and ends a file run: what came
+   * before it stays.
+   */
+  applyBatch(request: BatchRequest): LaneOutcome {
+    try {
+      return new LaneBatch(this, request).run()
+    } catch (error) {
+      if (!(error instanceof FileSourceError)) this.rollback()
+      throw error
+    }
+  }
+
+  /** Commits every file's held transaction, then bounds its WAL. */
+  commit(): void {
+    for (const file of this.files.values()) {
+      if (!file.inTransaction) continue
+      file.commit()
+      file.boundWal(this.options.walCheckpointBytes)
+    }
+  }
+
+  rollback(): void {
+    for (const file of this.files.values()) file.rollback()
+  }
+
+  /** Closes these organizations' files (every file: none named); another writer may take them. */
+  closeFiles(organizations?: readonly string[]): void {
+    for (const organizationId of organizations ?? [...this.files.keys()]) {
+      const file = this.files.get(organizationId)
+      if (file === undefined) continue
+      this.files.delete(organizationId)
+      file.close()
+    }
+  }
+
+  /** Files in an initial load's held transaction. */
+  heldFiles(): number {
+    let held = 0
+    for (const file of this.files.values()) if (file.inTransaction) held++
+    return held
+  }
+
+  /**
+   * Answers one request of the lane protocol; every request gets one answer. `closing` lets go of
+   * what the lane holds beside its files (a worker's control.db handle, its prior generation).
+   */
+  answer(request: LaneRequest, hooks: { retirePrior(): void; close(): void }): LaneAnswer {
+    try {
+      switch (request.type) {
+        case 'batch':
+          return { seq: request.seq, ok: true, outcome: this.applyBatch(request) }
+        case 'commit':
+          this.commit()
+          break
+        case 'rollback':
+          this.rollback()
+          break
+        case 'close-files':
+          this.closeFiles(request.organizations)
+          break
+        case 'retire-prior':
+          hooks.retirePrior()
+          break
+        case 'close':
+          this.closeFiles()
+          hooks.close()
+          break
+      }
+      return { seq: request.seq, ok: true }
+    } catch (error) {
+      return {
+        seq: request.seq,
+        ok: false,
+        message: error instanceof Error ? error.message : String(error),
+        // SQLite's or Node's error code (a full disk: SQLITE_FULL, ENOSPC), for the main thread.
+        code: errorCode(error),
+        fileSource: error instanceof FileSourceError,
+      }
+    }
+  }
+}
+
+function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code
+  return typeof code === 'string' ? code : undefined
+}
+
+function originOf(record: SourceRecord) {
+  return { topic: record.topic, partition: record.partition, offset: Number(record.offset) }
+}
+
+/** One packed batch as a lane applies it: its items decoded, grouped by organization, applied. */
+class LaneBatch {
+  readonly outcome: LaneOutcome = {
+    deadLetters: [],
+    events: {},
+    documents: { rewritten: 0, unchanged: 0, removed: 0 },
+    latestCommittedAtMs: undefined,
+    skipped: 0,
+    heldFiles: 0,
+  }
+  readonly #now: Date
+  readonly #buf: Buffer
+  /** Events decoded and not applied yet, by organization, each organization's in their order. */
+  readonly #byOrganization = new Map<string, OrganizationEvent[]>()
+  #held = 0
+  #nextEvent = 0
+
+  constructor(
+    readonly lane: LaneCore,
+    readonly request: BatchRequest,
+  ) {
+    this.#now = new Date(request.now)
+    const { buf } = request
+    this.#buf = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength)
+  }
+
+  readonly count = (table: string, what: string): void => {
+    const byOutcome = (this.outcome.events[table] ??= {})
+    byOutcome[what] = (byOutcome[what] ?? 0) + 1
+  }
+
+  run(): LaneOutcome {
+    const { meta } = this.request
+    for (let i = 0; i < meta.length; i += ITEM_FIELDS) this.#item(i)
+    this.#applyDecoded()
+    if (this.request.hold) this.outcome.heldFiles = this.lane.heldFiles()
+    return this.outcome
+  }
+
+  #item(i: number): void {
+    const { meta, strings, events } = this.request
+    const kind = meta[i]! as ItemKind
+    if (kind === ItemKind.Decoded) {
+      const { organizationId, event } = events[this.#nextEvent++]!
+      return this.#toOrganization(organizationId, event)
+    }
+    const organizationId = strings[meta[i + 7]!]!
+    if (kind === ItemKind.Ensure) {
+      this.lane.organizationFile(organizationId)
+      return
+    }
+    const record = this.#record(i)
+    if (record === undefined) return
+    const decoded = decodeRecord(record, this.lane.options.topicPrefix)
+    if (kind === ItemKind.MoveOut) {
+      // The row moved to another organization (pack.ts found it in the routing index): it
+      // leaves this one's file. A bad event moves nothing.
+      if (decoded.kind !== 'change' || decoded.change.kind !== 'upsert') return
+      return this.#moveOut(organizationId, decoded.change, record)
+    }
+    if (decoded.kind === 'skipped') {
+      this.outcome.skipped++
+      return
+    }
+    if (decoded.kind === 'bad') {
+      this.outcome.deadLetters.push({
+        index: meta[i + 9]!,
+        ...(meta[i + 8] === 1 ? { record } : {}),
+        reason: decoded.reason,
+        message: decoded.message,
+      })
+      this.count(decoded.table ?? 'unknown', 'dead_lettered')
+      return
+    }
+    this.#upsert(i, organizationId, decoded.change, record)
+  }
+
+  /** The item's bytes as a record: a file's line (undefined: a line of nothing), or a value. */
+  #record(i: number): SourceRecord | undefined {
+    const { meta, strings } = this.request
+    const start = meta[i + 4]!
+    const end = meta[i + 5]!
+    if (meta[i + 8] === 1) return this.lane.reader.record(this.#buf, start, end, meta[i + 6]!)
+    return {
+      topic: strings[meta[i + 1]!]!,
+      partition: meta[i + 2]!,
+      offset: String(meta[i + 3]!),
+      key: null,
+      value: this.#buf.subarray(start, end),
+    }
+  }
+
+  #moveOut(organizationId: string, change: RowChange, record: SourceRecord): void {
+    const upsert = change as Extract<RowChange, { kind: 'upsert' }> & { table: OrganizationTable }
+    const moved = { kind: 'delete', table: upsert.table, id: upsert.id, position: upsert.position }
+    this.#toOrganization(organizationId, {
+      change: moved as OrganizationEvent['change'],
+      origin: originOf(record),
+    })
+  }
+
+  /** An upsert whose organization its bytes named: it must be the upsert they named. */
+  #upsert(i: number, organizationId: string, change: RowChange, record: SourceRecord): void {
+    const idAt = this.request.meta[i + 10]!
+    if (
+      change.kind !== 'upsert' ||
+      change.id !== this.#buf.toString('latin1', idAt, idAt + 36).toLowerCase() ||
+      (change.row as { organization_id?: string }).organization_id !== organizationId
+    ) {
+      // The main thread routed this event from its bytes (lane-hint.ts) and wrote its route:
+      // a disagreement is a defect, and going on would put the row in the wrong file.
+      throw new Error(
+        `lane ${this.lane.options.lane}: the event at ${record.topic}/${record.partition}/${record.offset} is not the upsert its bytes named`,
+      )
+    }
+    this.outcome.latestCommittedAtMs = laterCommit(
+      this.outcome.latestCommittedAtMs,
+      change.position.committedAtMs,
+    )
+    this.#toOrganization(organizationId, {
+      change: change as OrganizationEvent['change'],
+      origin: originOf(record),
+    })
+  }
+
+  #toOrganization(organizationId: string, event: OrganizationEvent): void {
+    let list = this.#byOrganization.get(organizationId)
+    if (list === undefined) this.#byOrganization.set(organizationId, (list = []))
+    list.push(event)
+    // In an initial load's held transaction (documents deferred, a failure rolls back all of it)
+    // a batch is applied in parts, so that its decoded rows die young: held for the whole batch
+    // they outgrew the lane's young generation, were promoted, and kept its heap large.
+    if (this.request.hold && ++this.#held >= LOAD_APPLY_EVENTS) this.#applyDecoded()
+  }
+
+  /** Applies what was decoded so far, each organization's events in their order. */
+  #applyDecoded(): void {
+    for (const [organizationId, list] of this.#byOrganization) {
+      const file = this.lane.organizationFile(organizationId)
+      if (this.request.hold) file.begin()
+      const result = file.apply(list, this.#now, this.count)
+      addDocumentStats(this.outcome.documents, result.documents)
+      file.boundWal(this.lane.options.walCheckpointBytes)
+    }
+    this.#byOrganization.clear()
+    this.#held = 0
+  }
+}

@@ -1,0 +1,41 @@
+// What applying a batch came to, whichever applier applied it (apply.ts, lanes.ts).
+import type { BadEventReason, SourceRecord } from '../decode/decode.ts'
+import type { RefreshStats } from '../documents/index.ts'
+
+export interface DeadLetter {
+  record: SourceRecord
+  reason: BadEventReason
+  message: string
+}
+
+export interface BatchOutcome {
+  deadLetters: DeadLetter[]
+  /** Events by table and outcome, for metrics. */
+  events: Map<string, Record<string, number>>
+  documents: RefreshStats
+  /** Latest `source.ts_ms` among applied changes: the source commit time now visible. */
+  latestCommittedAtMs: number | undefined
+  skipped: number
+  /**
+   * Whether every batch applied so far is committed. False while an initial load holds its
+   * transactions open across batches (`loadCommitEvents`): a source commits its own position only
+   * once a batch says true, or after `commit()`.
+   */
+  committed: boolean
+}
+
+/** The commit barrier's count of an initial load's held events (apply.ts `loadCommitEvents`). */
+export interface LoadRound {
+  loadCommitEvents?: number | undefined
+  loadEventsPerHeldFile?: number | undefined
+}
+
+/** Whether an initial load's round is over: commit what it holds (`loadCommitEvents`). Pure. */
+export function loadRoundOver(
+  uncommittedEvents: number,
+  heldFiles: number,
+  options: LoadRound,
+): boolean {
+  const perFile = options.loadEventsPerHeldFile ?? 0
+  return uncommittedEvents >= Math.max(options.loadCommitEvents ?? 0, heldFiles * perFile)
+}

@@ -1,0 +1,472 @@
+// A batch on the main thread: routed, packed for its lanes, and merged from their answers. The one
+// implementation of decode -> classify -> route, used alike by the live projector's lanes (lanes.ts)
+// and by the single-threaded applier's one inline lane (apply.ts).
+//
+// For each record the organization is found in its bytes where they name it (lane-hint.ts: no
+// parsing), and the record goes to the owning lane as bytes, to decode there. What the bytes do not
+// name (deletes, truncates, control tables, anything unusual) is decoded here and handed over
+// decoded. Routes are written in control.db as they are decided, in one transaction with the
+// control events, committed before any organization file (during an initial load, with them): if
+// a crash follows, redelivery re-routes idempotently and applies the rest.
+import type { OrganizationTable } from '../../schema/events.ts'
+import { classifyRecord } from '../routing/classify.ts'
+import type { ControlEvent, ControlFile } from '../storage/control-file.ts'
+import { laterCommit, type SourceRecord } from '../decode/decode.ts'
+import { laneHint, type LaneHint } from '../routing/lane-hint.ts'
+import { ItemKind, type BatchRequest, type LaneOutcome } from './lane-protocol.ts'
+import type { OrganizationEvent } from '../storage/organization-file.ts'
+import type { BatchOutcome, DeadLetter } from './outcome.ts'
+import type { LineBatch, LineReader } from '../decode/file-line.ts'
+
+/**
+ * The buffers batches are packed in, reused once a lane is done with one. Allocated afresh, each
+ * was garbage in the lane that received it until a collection there, and V8 collects for external
+ * memory only after tens of MB of it: a million-event load held about 150 MB of dead batch buffers
+ * across the threads at its peak (heaptrack).
+ */
+export class BufferPool {
+  readonly #free: ArrayBuffer[] = []
+
+  constructor(readonly capacity: number) {}
+
+  /** A buffer of at least `bytes`, never from Buffer's shared pool: it is transferred whole. */
+  take(bytes: number): Buffer {
+    const at = this.#free.findIndex((b) => b.byteLength >= bytes)
+    if (at === -1) return Buffer.allocUnsafeSlow(bytes)
+    return Buffer.from(this.#free.splice(at, 1)[0]!)
+  }
+
+  give(buffer: ArrayBuffer): void {
+    if (buffer.byteLength === 0) return // detached
+    if (this.#free.length >= this.capacity) {
+      // Keep the larger ones: a batch's size varies, and a small buffer would only be passed over.
+      const smallest = this.#free.reduce(
+        (min, b, i, all) => (b.byteLength < all[min]!.byteLength ? i : min),
+        0,
+      )
+      if (this.#free[smallest]!.byteLength >= buffer.byteLength) return
+      this.#free.splice(smallest, 1)
+    }
+    this.#free.push(buffer)
+  }
+}
+
+/** Where an item's bytes came from: a Kafka record (line number 0), or a file's line. */
+export interface ItemOrigin {
+  topic: string
+  partition: number
+  offset: number
+  lineNumber: number
+}
+
+/** Packs an upsert whose organization its bytes named (lane-hint.ts). */
+export type PackHinted = (
+  hint: LaneHint,
+  buf: Buffer,
+  start: number,
+  end: number,
+  record: ItemOrigin,
+  index: number,
+) => void
+
+/** Packs a record the bytes did not route: the main thread decodes it. */
+export type PackDecoded = (record: SourceRecord, index: number) => void
+
+/** Goes through a batch's items, calling `hinted` for an upsert found in bytes, `decoded` else. */
+export type PackItems = (hinted: PackHinted, decoded: PackDecoded) => void
+
+/** One lane's share of a batch, as it is packed (lane-protocol.ts). */
+class LanePacker {
+  /** Transferred to a worker lane; given back to the pool by an inline one. */
+  buf: Buffer
+  used = 0
+  meta: number[] = []
+  strings: string[] = []
+  readonly #stringIndex = new Map<string, number>()
+  events: Array<{ organizationId: string; event: OrganizationEvent }> = []
+
+  constructor(
+    expectedBytes: number,
+    readonly buffers: BufferPool,
+  ) {
+    this.buf = buffers.take(Math.max(64 * 1024, expectedBytes))
+  }
+
+  #string(value: string): number {
+    let index = this.#stringIndex.get(value)
+    if (index === undefined) {
+      index = this.strings.push(value) - 1
+      this.#stringIndex.set(value, index)
+    }
+    return index
+  }
+
+  bytes(
+    kind: ItemKind,
+    from: Buffer,
+    start: number,
+    end: number,
+    record: ItemOrigin,
+    organizationId: string,
+    idAt: number,
+    index: number,
+  ): void {
+    const length = end - start
+    if (this.used + length > this.buf.length) {
+      const grown = this.buffers.take(Math.max(this.buf.length * 2, this.used + length))
+      this.buf.copy(grown, 0, 0, this.used)
+      this.buffers.give(this.buf.buffer as ArrayBuffer)
+      this.buf = grown
+    }
+    from.copy(this.buf, this.used, start, end)
+    this.meta.push(
+      kind,
+      this.#string(record.topic),
+      record.partition,
+      record.offset,
+      this.used,
+      this.used + length,
+      record.lineNumber,
+      this.#string(organizationId),
+      record.lineNumber > 0 ? 1 : 0,
+      index,
+      idAt < 0 ? -1 : this.used + (idAt - start),
+    )
+    this.used += length
+  }
+
+  decoded(kind: ItemKind, organizationId: string, event: OrganizationEvent): void {
+    this.meta.push(kind, 0, 0, 0, 0, 0, 0, this.#string(organizationId), 0, -1, -1)
+    this.events.push({ organizationId, event })
+  }
+
+  ensure(organizationId: string): void {
+    this.meta.push(ItemKind.Ensure, 0, 0, 0, 0, 0, 0, this.#string(organizationId), 0, -1, -1)
+  }
+
+  get empty(): boolean {
+    return this.meta.length === 0
+  }
+
+  /** The share as a request, and what to transfer with it; undefined when it has nothing. */
+  request(now: number, hold: boolean): PackedShare | undefined {
+    if (this.empty) {
+      this.buffers.give(this.buf.buffer as ArrayBuffer)
+      return undefined
+    }
+    const buf = new Uint8Array(this.buf.buffer, this.buf.byteOffset, this.used)
+    const meta = Float64Array.from(this.meta)
+    const { strings, events } = this
+    return {
+      request: { type: 'batch', buf, meta, strings, events, now, hold },
+      transfer: [this.buf.buffer as ArrayBuffer, meta.buffer],
+    }
+  }
+}
+
+/** A lane's share of a batch: the request (its `seq` given by the lane) and what it transfers. */
+export interface PackedShare {
+  request: Omit<BatchRequest, 'seq'>
+  transfer: ArrayBuffer[]
+}
+
+/**
+ * A row's route to write (organizationId given: an upsert) or to read (a key-only delete), and
+ * what was found: the organization the row moved from, or the delete's organization. `unlessNew`:
+ * a row of an organization a rebuild does not keep, routed only if it is routed already (it may
+ * be moving out of one it keeps); `skipped` says it was not.
+ */
+interface RouteRequest {
+  table: OrganizationTable
+  id: string
+  organizationId: string | undefined
+  unlessNew: boolean
+  found: string | undefined
+  skipped: boolean
+}
+
+export interface PackContext {
+  control: ControlFile
+  topicPrefix: string
+  offsetGuard: boolean
+  lanes: number
+  laneOf: (organizationId: string) => number
+  buffers: BufferPool
+  knownOrganizations: () => string[]
+  /** A per-organization rebuild: only these organizations' events are packed. */
+  only: ReadonlySet<string> | undefined
+}
+
+export function emptyOutcome(): BatchOutcome {
+  return {
+    deadLetters: [],
+    events: new Map(),
+    documents: { rewritten: 0, unchanged: 0, removed: 0 },
+    latestCommittedAtMs: undefined,
+    skipped: 0,
+    committed: true,
+  }
+}
+
+/** A batch routed and packed on the main thread, then merged from its lanes' answers. */
+export class PackedBatch {
+  readonly outcome = emptyOutcome()
+  readonly #packers: LanePacker[]
+  /** Organizations with events in this batch: a truncate reaches them, file or not yet. */
+  readonly #inBatch = new Set<string>()
+  readonly #controlEvents: ControlEvent[] = []
+  /** The batch's events to pack, in order, once their routes are known (`route`). */
+  #steps: Array<() => void> = []
+  /** The batch's routes: an upsert's (organizationId) or a key-only delete's lookup. */
+  #routes: RouteRequest[] = []
+  /** Dead letters in the order of their records (index in the batch, or line number). */
+  readonly #letters: Array<{ order: number; letter: DeadLetter }> = []
+
+  constructor(
+    readonly context: PackContext,
+    bytes: number,
+  ) {
+    const { lanes, buffers } = context
+    const expected = Math.ceil((bytes * 1.25) / lanes)
+    this.#packers = Array.from({ length: lanes }, () => new LanePacker(expected, buffers))
+  }
+
+  readonly tally = (table: string, what: string, n = 1): void => {
+    let byOutcome = this.outcome.events.get(table)
+    if (byOutcome === undefined) this.outcome.events.set(table, (byOutcome = {}))
+    byOutcome[what] = (byOutcome[what] ?? 0) + n
+  }
+
+  /** The packer of the organization's lane; undefined for one a rebuild does not keep. */
+  #packerOf(organizationId: string): LanePacker | undefined {
+    this.#inBatch.add(organizationId)
+    const only = this.context.only
+    if (only !== undefined && !only.has(organizationId)) return undefined
+    return this.#packers[this.context.laneOf(organizationId)]!
+  }
+
+  #routeLater(table: OrganizationTable, id: string, organizationId?: string): RouteRequest {
+    const only = this.context.only
+    const unlessNew =
+      organizationId !== undefined && only !== undefined && !only.has(organizationId)
+    const request = { table, id, organizationId, unlessNew, found: undefined, skipped: false }
+    this.#routes.push(request)
+    return request
+  }
+
+  /**
+   * Routes and packs the batch, in one control.db transaction with its control events (the caller
+   * may hold it open: an initial load), then has each lane create the files of organizations that
+   * a control event named. `packed`: the lanes' buffers now hold copies of what they need.
+   */
+  route(pack: PackItems, packed?: () => void): void {
+    const { control, offsetGuard } = this.context
+    const changed = control.transaction(() => {
+      this.#routeAndPack(pack)
+      packed?.()
+      return control.applyEvents(this.#controlEvents, offsetGuard, (table, what) =>
+        this.tally(table, what),
+      )
+    })
+    for (const organizationId of changed.organizations) {
+      this.#packerOf(organizationId)?.ensure(organizationId)
+    }
+  }
+
+  /**
+   * Routes the batch's rows in the order of their ids, then packs its events in their own
+   * order. Random uuids make each route a random B-tree insert; in key order, neighbours share
+   * pages (a million routes in batches of 5,000: about a third less time). A row's own routes
+   * and lookups keep their order (the sort is stable and routes touch only their row), so
+   * every event finds what routing the batch one by one would have found.
+   */
+  #routeAndPack(pack: PackItems): void {
+    const { control } = this.context
+    pack(this.hinted, this.decoded)
+    this.#routes.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    for (const r of this.#routes) {
+      if (r.organizationId === undefined) r.found = control.routeOf(r.table, r.id)
+      else if (r.unlessNew && control.routeOf(r.table, r.id) === undefined) r.skipped = true
+      else r.found = control.route(r.table, r.id, r.organizationId)
+    }
+    for (const step of this.#steps) step()
+    // Garbage as soon as the batch is packed, not once the lanes answer: held by this call until
+    // then, they outlived young-generation collections and swelled the old one.
+    this.#routes = []
+    this.#steps = []
+  }
+
+  readonly hinted: PackHinted = (hint, buf, start, end, record, index) => {
+    const routed = this.#routeLater(hint.table, hint.id, hint.organizationId)
+    const item = (kind: ItemKind, organizationId: string) =>
+      this.#packerOf(organizationId)?.bytes(
+        kind,
+        buf,
+        start,
+        end,
+        record,
+        organizationId,
+        hint.idAt,
+        index,
+      )
+    this.#steps.push(() => {
+      // Rebuilding some organizations: another's row matters only if it moves out of one (then
+      // only its move-out is packed: the packer of an organization not kept is none).
+      if (routed.skipped) return void this.outcome.skipped++
+      if (routed.found !== undefined) item(ItemKind.MoveOut, routed.found)
+      item(ItemKind.Hinted, hint.organizationId)
+    })
+  }
+
+  /** What the bytes did not name: decoded here. */
+  readonly decoded: PackDecoded = (record, index) => {
+    const classified = classifyRecord(record, this.context.topicPrefix)
+    if (classified.kind === 'skipped') {
+      this.outcome.skipped++
+      return
+    }
+    if (classified.kind === 'bad') {
+      const { reason, message } = classified
+      this.#letters.push({ order: index, letter: { record, reason, message } })
+      this.tally(classified.table, 'dead_lettered')
+      return
+    }
+    this.outcome.latestCommittedAtMs = laterCommit(
+      this.outcome.latestCommittedAtMs,
+      classified.committedAtMs,
+    )
+    if (classified.kind === 'control') this.#controlEvents.push(classified.event)
+    else this.#organizationEvent(classified.event)
+  }
+
+  #organizationEvent(event: OrganizationEvent): void {
+    const { change, origin } = event
+    const packDecoded = (organizationId: string, e: OrganizationEvent) =>
+      this.#packerOf(organizationId)?.decoded(ItemKind.Decoded, organizationId, e)
+    if (change.kind === 'truncate') {
+      // Every organization with a file, and those whose first rows came earlier in this batch
+      // (their files do not exist yet, but their rows are about to).
+      this.#steps.push(() => {
+        const organizations = new Set([...this.context.knownOrganizations(), ...this.#inBatch])
+        for (const organizationId of organizations) packDecoded(organizationId, event)
+      })
+      return
+    }
+    if (change.kind === 'delete') {
+      const routed = this.#routeLater(change.table, change.id)
+      this.#steps.push(() => {
+        // A delete of a row this replica never saw (compacted away, or older than the topics'
+        // retention) has nothing to remove.
+        if (routed.found === undefined) this.tally(change.table, 'absent')
+        else packDecoded(routed.found, event)
+      })
+      return
+    }
+    const organizationId = (change.row as { organization_id: string }).organization_id
+    const routed = this.#routeLater(change.table, change.id, organizationId)
+    this.#steps.push(() => {
+      // Rebuilding some organizations: another's row matters only if it moves out of one.
+      if (routed.skipped) return void this.outcome.skipped++
+      if (routed.found !== undefined) {
+        // The row moved to another organization: it leaves the old file.
+        const { table, id, position } = change
+        const moved = { change: { kind: 'delete', table, id, position }, origin }
+        packDecoded(routed.found, moved as OrganizationEvent)
+      }
+      packDecoded(organizationId, event)
+    })
+  }
+
+  /** Each lane's share (undefined: it has none), once routed. The packers are done with. */
+  shares(now: number, hold: boolean): Array<PackedShare | undefined> {
+    const shares = this.#packers.map((packer) => packer.request(now, hold))
+    this.#packers.length = 0
+    return shares
+  }
+
+  /**
+   * Merges the lanes' answers into the batch's outcome; `recordAt` finds a dead-lettered
+   * record's by its index (a file's lanes send their lines back). Returns the files the lanes
+   * hold in an initial load's transactions.
+   */
+  merge(
+    answers: ReadonlyArray<LaneOutcome | undefined>,
+    recordAt: (index: number) => SourceRecord | undefined,
+  ): number {
+    const outcome = this.outcome
+    let heldFiles = 0
+    for (const answer of answers) {
+      if (answer === undefined) continue
+      heldFiles += answer.heldFiles
+      for (const letter of answer.deadLetters) {
+        const record = letter.record ?? recordAt(letter.index)
+        if (record === undefined) continue
+        const { reason, message } = letter
+        this.#letters.push({ order: letter.index, letter: { record, reason, message } })
+      }
+      for (const [table, byOutcome] of Object.entries(answer.events)) {
+        for (const [what, n] of Object.entries(byOutcome)) this.tally(table, what, n)
+      }
+      outcome.documents.rewritten += answer.documents.rewritten
+      outcome.documents.unchanged += answer.documents.unchanged
+      outcome.documents.removed += answer.documents.removed
+      outcome.skipped += answer.skipped
+      outcome.latestCommittedAtMs = laterCommit(
+        outcome.latestCommittedAtMs,
+        answer.latestCommittedAtMs,
+      )
+    }
+    outcome.deadLetters = this.#letters.sort((a, b) => a.order - b.order).map((l) => l.letter)
+    return heldFiles
+  }
+}
+
+const valueBytes = (value: unknown): Buffer | undefined =>
+  Buffer.isBuffer(value) ? value : typeof value === 'string' ? Buffer.from(value) : undefined
+
+/** The bytes of a batch of records' values (to size the lanes' buffers). */
+export function recordBytes(records: readonly SourceRecord[]): number {
+  let bytes = 0
+  for (const record of records) bytes += valueBytes(record.value)?.length ?? 0
+  return bytes
+}
+
+/**
+ * Packs records from Kafka (values as bytes): by their bytes' hint where they name their
+ * organization, decoded otherwise (values already parsed, as tests and verify's build give them).
+ */
+export function packRecords(records: readonly SourceRecord[]): PackItems {
+  return (hinted, decoded) => {
+    records.forEach((record, index) => {
+      const bytes = valueBytes(record.value)
+      const hint = bytes === undefined ? undefined : laneHint(bytes)
+      if (hint === undefined || bytes === undefined) return decoded(record, index)
+      const { topic, partition } = record
+      const origin = { topic, partition, offset: Number(record.offset), lineNumber: 0 }
+      hinted(hint, bytes, 0, bytes.length, origin, index)
+    })
+  }
+}
+
+/**
+ * Packs a file's lines: by their bytes' hint where they name their organization, parsed here
+ * otherwise (`reader`: a line that is not a record throws a FileSourceError).
+ */
+export function packLines(batch: LineBatch, reader: LineReader): PackItems {
+  const { buf, lines } = batch
+  return (hinted, decoded) => {
+    for (let i = 0; i < lines.length; i += 3) {
+      const start = lines[i]!
+      const end = lines[i + 1]!
+      const lineNumber = lines[i + 2]!
+      const hint = laneHint(buf, start, end)
+      if (hint !== undefined) {
+        const origin = { topic: '', partition: 0, offset: 0, lineNumber }
+        hinted(hint, buf, start, end, origin, lineNumber)
+        continue
+      }
+      const record = reader.record(buf, start, end, lineNumber)
+      if (record !== undefined) decoded(record, lineNumber)
+    }
+  }
+}
