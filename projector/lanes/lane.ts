@@ -46,5 +46,14 @@ const hooks = {
 }
 
 parentPort?.on('message', (request: LaneRequest) => {
-  parentPort?.postMessage(core.answer(request, hooks))
+  const answer = core.answer(request, hooks)
+  if (request.type !== 'batch' || !answer.ok) {
+    parentPort?.postMessage(answer)
+    return
+  }
+  // The batch's buffer, applied and referenced by nothing now, goes back to the main thread's
+  // pool (pack.ts BufferPool) rather than waiting here for a collection that external memory
+  // triggers only after tens of MB.
+  const buffer = request.buf.buffer as ArrayBuffer
+  parentPort?.postMessage({ ...answer, buffer }, [buffer])
 })
