@@ -18,7 +18,13 @@ import { deadLetterHeaders, deadLetterValue, logDeadLetters } from './dead-lette
 import type { SourceRecord } from '../decode/decode.ts'
 import { heartbeatCommitMs, type FreshnessTracker, type PartitionEnds } from './freshness.ts'
 import { handoverSeeks, type HandoverRequest } from '../storage/handover.ts'
-import { CHANGE_TOPIC_CONFIG, changeTopicConfigEntries } from './topic-config.ts'
+import {
+  committedOffsets,
+  ensureTopics,
+  eventsInTopics,
+  groupLag,
+  partitionEnds,
+} from './topic-admin.ts'
 
 export interface KafkaSourceOptions {
   brokers: string[]
@@ -153,12 +159,8 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   /** This consumer's next offset per partition: what it applied, else what its group committed. */
   async function nextOffsets(): Promise<Map<string, bigint>> {
     const next = new Map(position)
-    const committed = await admin!.fetchOffsets({ groupId: options.groupId, topics })
-    for (const { topic, partitions } of committed) {
-      for (const { partition, offset } of partitions) {
-        const key = `${topic}\u0000${partition}`
-        if (offset !== '-1' && !next.has(key)) next.set(key, BigInt(offset))
-      }
+    for (const [key, offset] of await committedOffsets(admin!, options.groupId, topics)) {
+      if (!next.has(key)) next.set(key, offset)
     }
     return next
   }
@@ -223,41 +225,16 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   async function connect(): Promise<void> {
     admin = kafka.admin()
     await admin.connect()
-    // Topics are created here if Debezium has not yet: a consumer only subscribes to topics that
-    // exist, and a table with no rows yet has none. Compacted, as deploy/debezium/connector.json
-    // creates them (topic-config.ts).
-    const existing = new Set(await admin.listTopics())
-    const missing = topics.filter((t) => !existing.has(t))
-    if (missing.length > 0) {
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: missing.map((topic) => ({
-          topic,
-          configEntries: changeTopicConfigEntries(),
-        })),
-      })
-      logger.info({ topics: missing, config: CHANGE_TOPIC_CONFIG }, 'created missing change topics')
-    }
-    if (options.deadLetterTopic !== undefined && !existing.has(options.deadLetterTopic)) {
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: [{ topic: options.deadLetterTopic }],
-      })
-    }
+    await ensureTopics(admin, topics, options.deadLetterTopic, logger)
 
     if (freshness !== undefined && committedAtStart.size === 0) {
-      for (const { topic, partitions } of await admin.fetchOffsets({
-        groupId: options.groupId,
-        topics: dataTopics,
-      })) {
-        for (const { partition, offset } of partitions) {
-          if (offset !== '-1') committedAtStart.set(`${topic}\u0000${partition}`, BigInt(offset))
-        }
+      for (const [key, offset] of await committedOffsets(admin, options.groupId, dataTopics)) {
+        committedAtStart.set(key, offset)
       }
     }
 
     if (options.progress !== undefined && !progressTotalSet) {
-      options.progress.setTotal(await eventsInTopics(admin))
+      options.progress.setTotal(await eventsInTopics(admin, topics))
       progressTotalSet = true
     }
 
@@ -422,20 +399,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   /** The end offsets of every change partition, for a freshness candidate. */
   async function changeEnds(): Promise<Map<string, PartitionEnds>> {
     if (admin === undefined) throw new Error('not connected')
-    const client = admin
-    const ends = new Map<string, PartitionEnds>()
-    const all = await Promise.all(
-      dataTopics.map(async (topic) => ({
-        topic,
-        partitions: await client.fetchTopicOffsets(topic),
-      })),
-    )
-    for (const { topic, partitions } of all) {
-      for (const p of partitions) {
-        ends.set(`${topic}\u0000${p.partition}`, { low: BigInt(p.low), high: BigInt(p.high) })
-      }
-    }
-    return ends
+    return partitionEnds(admin, dataTopics)
   }
 
   /** Fetches the ends a candidate is due for, or waits until it is. */
@@ -533,42 +497,12 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
     if (!caughtUp && atEnd) checkLagNow()
   }
 
-  /**
-   * Each topic's partitions with their first and next offsets, asked for all topics at once
-   * (kafkajs asks one topic a call; one after another, the fifteen took a round trip each, and
-   * the check that ends an initial load waits for them).
-   */
-  async function topicOffsets(client: Admin) {
-    return Promise.all(
-      topics.map(async (topic) => ({ topic, partitions: await client.fetchTopicOffsets(topic) })),
-    )
-  }
-
-  /** Events between the topics' start and end offsets now. */
-  async function eventsInTopics(client: Admin): Promise<number> {
-    let events = 0
-    for (const { partitions } of await topicOffsets(client)) {
-      for (const end of partitions) events += Number(BigInt(end.high) - BigInt(end.low))
-    }
-    return events
-  }
-
   async function checkLag(): Promise<void> {
     if (admin === undefined) return
-    const [committed, offsets] = await Promise.all([
-      admin.fetchOffsets({ groupId: options.groupId, topics }),
-      topicOffsets(admin),
-    ])
     let total = 0
-    for (const { topic, partitions: ends } of offsets) {
-      const mine = committed.find((c) => c.topic === topic)?.partitions ?? []
-      for (const end of ends) {
-        const at = mine.find((p) => p.partition === end.partition)?.offset ?? '-1'
-        const from = at === '-1' ? BigInt(end.low) : BigInt(at)
-        const lag = Number(BigInt(end.high) - from)
-        total += Math.max(0, lag)
-        options.onLag(topic, end.partition, Math.max(0, lag))
-      }
+    for (const { topic, partition, lag } of await groupLag(admin, options.groupId, topics)) {
+      total += lag
+      options.onLag(topic, partition, lag)
     }
     if (total === 0 && !caughtUp) {
       options.progress?.done()
