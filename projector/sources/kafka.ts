@@ -16,7 +16,10 @@ import type { Progress } from '../../src/progress.ts'
 import type { BatchOutcome } from '../lanes/apply.ts'
 import { deadLetterHeaders, deadLetterValue, logDeadLetters } from './dead-letters.ts'
 import type { SourceRecord } from '../decode/decode.ts'
-import { heartbeatCommitMs, type FreshnessTracker, type PartitionEnds } from './freshness.ts'
+import { heartbeatCommitMs, type FreshnessTracker } from './freshness.ts'
+import { FreshnessPump } from './freshness-pump.ts'
+import { LagWatch } from './lag-watch.ts'
+import { ConsumedPositions } from './positions.ts'
 import { handoverSeeks, type HandoverRequest } from '../storage/handover.ts'
 import {
   committedOffsets,
@@ -107,479 +110,441 @@ export function changeTopics(topicPrefix: string): string[] {
 }
 
 export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
-  const { logger, applier } = options
-  const freshness = options.freshness
+  return new KafkaChangeSource(options)
+}
+
+/** A fetched batch's bookkeeping until its outcome is recorded. */
+interface BatchInFlight {
+  /** Its last record's offset. */
+  last: string
+  /** Its partition was at its end when fetched. */
+  atEnd: boolean
+  started: bigint
+}
+
+/**
+ * The consumer group at work: it connects, hands each fetched batch to the applier, records the
+ * outcomes in batch order, and commits offsets only behind the files (`ConsumedPositions`);
+ * between batches it takes the hand-overs of rebuilt files.
+ */
+class KafkaChangeSource implements KafkaSource {
+  readonly #options: KafkaSourceOptions
+  readonly #logger: Logger
+  readonly #applier: BatchApplier
   /** The change topics: what a freshness candidate must see applied (not the heartbeat topic). */
-  const dataTopics = [...(options.topics ?? changeTopics(options.topicPrefix))]
-  const topics = freshness === undefined ? dataTopics : [...dataTopics, freshness.heartbeatTopic]
-  const kafka = new Kafka({
-    clientId: options.clientId,
-    brokers: options.brokers,
-    logLevel: kafkaLogLevel.WARN,
-    logCreator: kafkaLogCreator(logger),
-    retry: { initialRetryTime: 300, maxRetryTime: 30_000, retries: 8 },
-  } satisfies KafkaConfig)
-
-  let consumer: Consumer | undefined
-  let producer: Producer | undefined
-  /** The dead-letter producer's connection, made beside the consumer's group join (`connect`). */
-  let producerConnected: Promise<void> | undefined
-  let admin: Admin | undefined
-  let stopping = false
+  readonly #dataTopics: string[]
+  readonly #topics: string[]
+  readonly #kafka: Kafka
+  readonly #positions = new ConsumedPositions()
+  readonly #lag: LagWatch
+  readonly #freshness: FreshnessPump | undefined
+  #consumer: Consumer | undefined
+  #producer: Producer | undefined
+  /** The dead-letter producer's connection, made beside the consumer's group join (`#connect`). */
+  #producerConnected: Promise<void> | undefined
+  #admin: Admin | undefined
+  #stopping = false
   /** The applier failed for good (`onFatal`): nothing more is applied or committed. */
-  let failed = false
-  let lagTimer: NodeJS.Timeout | undefined
-  let caughtUp = false
-  let lagChecking = false
-  let lagCheckAgain = false
-  /** Offsets of batches applied, by partition, not committed to Kafka yet (their files may not be). */
-  const uncommitted = new Map<string, { topic: string; partition: number; offset: string }>()
-  /** The next offset to read of each partition this process has applied a batch of. */
-  const position = new Map<string, bigint>()
-  /**
-   * The next offset of each partition whose files are committed: `position` as of the last files'
-   * commit, lowered at once by a hand-over's seek. What freshness is proved on.
-   */
-  const visible = new Map<string, bigint>()
-  /** The group's committed offsets when this process started: committed only after the files. */
-  const committedAtStart = new Map<string, bigint>()
-  let freshnessTimer: NodeJS.Timeout | undefined
-  let lastBeatCommitAt = 0
-  let lastCommitAt = Date.now()
-  let progressTotalSet = false
-  let handoverTimer: NodeJS.Timeout | undefined
+  #failed = false
+  #lastBeatCommitAt = 0
+  #lastCommitAt = Date.now()
+  #progressTotalSet = false
+  #handoverTimer: NodeJS.Timeout | undefined
   /** Batches and hand-overs take turns: a hand-over swaps a file between two batches. */
-  let turn: Promise<unknown> = Promise.resolve()
-  function exclusive<T>(work: () => Promise<T>): Promise<T> {
-    const next = turn.then(work)
-    turn = next.catch(() => undefined)
-    return next
-  }
-
-  /** This consumer's next offset per partition: what it applied, else what its group committed. */
-  async function nextOffsets(): Promise<Map<string, bigint>> {
-    const next = new Map(position)
-    for (const [key, offset] of await committedOffsets(admin!, options.groupId, topics)) {
-      if (!next.has(key)) next.set(key, offset)
-    }
-    return next
-  }
-
+  #turn: Promise<unknown> = Promise.resolve()
   /**
-   * Takes the rebuilt files waiting (storage/handover.ts has the protocol). True when it sent the
-   * consumer back to an earlier position: the batch in hand is stale then.
+   * Batches handed to the applier whose outcome is not recorded yet, settled in order: the next
+   * batch is fetched and routed while the lanes apply this one. At most MAX_AHEAD wait.
    */
-  async function takeHandovers(): Promise<boolean> {
-    const handovers = options.handovers
-    if (handovers === undefined || !caughtUp || stopping || consumer === undefined) return false
-    const requests = handovers.pending()
-    if (requests.length === 0) return false
-    // Every batch handed over is applied and recorded first: the seeks start from there.
-    await settling
-    const seeks = handoverSeeks(requests, await nextOffsets())
-    // Positions go back first, then the swapped files are held behind the published instant, and
-    // only then swapped: no instant is proved for them on positions they have not reached, and no
-    // reader finds a swapped file before the hold (docs/freshness.md).
-    for (const seek of seeks) {
-      const key = `${seek.topic}\u0000${seek.partition}`
-      position.set(key, BigInt(seek.offset))
-      visible.set(key, BigInt(seek.offset))
-      uncommitted.set(key, seek)
-    }
-    if (freshness !== undefined) {
-      freshness.tracker.hold(requests.map((r) => r.file))
-      freshness.publish()
-    }
-    if (seeks.length > 0) await commitApplied()
-    await handovers.take(requests)
-    for (const seek of seeks) consumer.seek(seek)
-    if (seeks.length > 0) {
-      logger.info({ seeks }, 'went back to where the rebuilt files end, to bring them up to date')
-    }
-    return seeks.length > 0
+  #settling: Promise<void> = Promise.resolve()
+  #unsettled = 0
+  /** A batch that failed to settle: no later one may commit past it (kafkajs redelivers). */
+  #broken: Error | undefined
+
+  constructor(options: KafkaSourceOptions) {
+    this.#options = options
+    this.#logger = options.logger
+    this.#applier = options.applier
+    const freshness = options.freshness
+    this.#dataTopics = [...(options.topics ?? changeTopics(options.topicPrefix))]
+    this.#topics =
+      freshness === undefined ? this.#dataTopics : [...this.#dataTopics, freshness.heartbeatTopic]
+    this.#kafka = new Kafka({
+      clientId: options.clientId,
+      brokers: options.brokers,
+      logLevel: kafkaLogLevel.WARN,
+      logCreator: kafkaLogCreator(options.logger),
+      retry: { initialRetryTime: 300, maxRetryTime: 30_000, retries: 8 },
+    } satisfies KafkaConfig)
+    this.#lag = new LagWatch({
+      measure: async () =>
+        this.#admin === undefined
+          ? undefined
+          : groupLag(this.#admin, options.groupId, this.#topics),
+      onLag: options.onLag,
+      onCaughtUp: async () => {
+        options.progress?.done()
+        await options.onCaughtUp()
+      },
+      afterCaughtUp: () => this.#freshness?.advance(),
+      intervalMs: options.lagIntervalMs ?? 2_000,
+      logger: options.logger,
+    })
+    this.#freshness =
+      freshness === undefined
+        ? undefined
+        : new FreshnessPump({
+            tracker: freshness.tracker,
+            publish: freshness.publish,
+            ends: async () => {
+              if (this.#admin === undefined) throw new Error('not connected')
+              return partitionEnds(this.#admin, this.#dataTopics)
+            },
+            visibleAt: this.#positions.visibleAt,
+            caughtUp: () => this.#lag.caughtUp,
+            logger: options.logger,
+          })
   }
 
-  function watchHandovers(): void {
-    if (options.handovers === undefined) return
-    handoverTimer = setInterval(() => {
-      exclusive(takeHandovers).catch((error: unknown) =>
-        logger.error({ err: error }, 'could not take a rebuilt organization file'),
-      )
-    }, options.handoverIntervalMs ?? 1_000)
-    handoverTimer.unref()
-  }
-
-  /** Commits the files, then the offsets of every batch applied so far. */
-  async function commitApplied(): Promise<void> {
-    if (failed) return
-    await applier.commit()
-    lastCommitAt = Date.now()
-    for (const [key, next] of position) visible.set(key, next)
-    advanceFreshness()
-    if (uncommitted.size === 0 || consumer === undefined) return
-    const offsets = [...uncommitted.values()]
-    uncommitted.clear()
-    await consumer.commitOffsets(offsets)
-  }
-
-  async function connect(): Promise<void> {
-    admin = kafka.admin()
-    await admin.connect()
-    await ensureTopics(admin, topics, options.deadLetterTopic, logger)
-
-    if (freshness !== undefined && committedAtStart.size === 0) {
-      for (const [key, offset] of await committedOffsets(admin, options.groupId, dataTopics)) {
-        committedAtStart.set(key, offset)
+  async start(): Promise<void> {
+    let delay = 500
+    while (!this.#stopping) {
+      try {
+        await this.#connect()
+        break
+      } catch (error) {
+        await this.#disconnectAll()
+        if (this.#stopping) return
+        this.#logger.error({ err: error, retryInMs: delay }, 'cannot reach Kafka; retrying')
+        await sleep(delay)
+        delay = Math.min(delay * 2, 30_000)
       }
     }
+    this.#lag.checkNow()
+    this.#watchHandovers()
+  }
 
-    if (options.progress !== undefined && !progressTotalSet) {
-      options.progress.setTotal(await eventsInTopics(admin, topics))
-      progressTotalSet = true
+  async stop(): Promise<void> {
+    this.#halt()
+    this.#options.progress?.done()
+    if (this.#handoverTimer !== undefined) clearInterval(this.#handoverTimer)
+    // Offsets held back for the load's open transactions: committed while the group is joined
+    // (a batch in hand when the consumer stops commits its own: `!isRunning()` below).
+    await this.#settling
+    await this.#commitApplied().catch((error: unknown) =>
+      this.#logger.warn({ err: error }, 'could not commit applied offsets while stopping'),
+    )
+    // kafkajs's disconnect waits for the batch in hand, which commits before it returns.
+    await this.#disconnectAll()
+  }
+
+  /** No more lag checks, freshness fetches or hand-overs: stopping, or the applier failed. */
+  #halt(): void {
+    this.#stopping = true
+    this.#lag.stop()
+    this.#freshness?.stop()
+  }
+
+  #exclusive<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.#turn.then(work)
+    this.#turn = next.catch(() => undefined)
+    return next
+  }
+
+  async #connect(): Promise<void> {
+    const options = this.#options
+    const admin = (this.#admin = this.#kafka.admin())
+    await admin.connect()
+    await ensureTopics(admin, this.#topics, options.deadLetterTopic, this.#logger)
+    if (options.freshness !== undefined && !this.#positions.knowsCommittedAtStart) {
+      const committed = await committedOffsets(admin, options.groupId, this.#dataTopics)
+      this.#positions.rememberCommittedAtStart(committed)
     }
-
-    producer = kafka.producer({
+    if (options.progress !== undefined && !this.#progressTotalSet) {
+      options.progress.setTotal(await eventsInTopics(admin, this.#topics))
+      this.#progressTotalSet = true
+    }
+    const producer = (this.#producer = this.#kafka.producer({
       allowAutoTopicCreation: false,
       idempotent: true,
       maxInFlightRequests: 1,
-    })
+    }))
     // Not awaited before the consumer joins its group: on a fresh broker the connection took a
     // third of a second (the idempotent producer waits for its coordinator), all of it start-up.
-    // A dead letter waits for it (recordOutcome); start-up fails if it does.
-    producerConnected = producer.connect()
+    // A dead letter waits for it (#sendDeadLetters); start-up fails if it does.
+    const producerConnected = (this.#producerConnected = producer.connect())
     producerConnected.catch(() => undefined)
-
-    consumer = kafka.consumer({
-      groupId: options.groupId,
-      maxBytesPerPartition: 8 * 1024 * 1024,
-      maxBytes: 32 * 1024 * 1024,
-      // The broker answers a fetch as soon as it has one byte (minBytes 1: a change is handed over
-      // the moment it is appended); maxWaitTimeInMs only bounds an idle fetch, so it sets how often
-      // an idle consumer wakes, not any change's delay (docs/freshness.md).
-      minBytes: 1,
-      maxWaitTimeInMs: 1_000,
-      // kafkajs restarts the consumer itself after a crash on a retriable error (a lost broker is
-      // waited for, logged, and resumed from the committed offsets); after any other it stops it
-      // for good, which stops the projector (below).
-      retry: {
-        initialRetryTime: 500,
-        maxRetryTime: 30_000,
-        retries: 10,
-        restartOnFailure: () => Promise.resolve(true),
-      },
-    })
+    const consumer = (this.#consumer = consumerOf(this.#kafka, options.groupId))
     // A consumer kafkajs will not restart (a non-retriable error, such as commits refused after a
     // batch outlasted the group's session) would leave the process up and consuming nothing, its
     // lag growing and /readyz never ready: it stops the projector instead (exit 1), and the
     // restart resumes from the committed offsets.
     consumer.on(consumer.events.CRASH, ({ payload }) => {
-      if (payload.restart || stopping) return
+      if (payload.restart || this.#stopping) return
       const failure = new ConsumerFailure(payload.error.message)
-      logger.error({ err: payload.error }, 'the Kafka consumer stopped for good')
+      this.#logger.error({ err: payload.error }, 'the Kafka consumer stopped for good')
       options.onFatal?.(failure)
     })
     await consumer.connect()
-    await consumer.subscribe({ topics, fromBeginning: true })
+    await consumer.subscribe({ topics: this.#topics, fromBeginning: true })
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 1,
-      eachBatch: (payload) => exclusive(() => applyBatch(payload)),
+      eachBatch: (payload) => this.#exclusive(() => this.#applyBatch(payload)),
     })
     await producerConnected
   }
 
-  /**
-   * Batches handed to the applier whose outcome is not recorded yet, settled in order: the next
-   * batch is fetched and routed while the lanes apply this one. At most MAX_AHEAD wait.
-   */
-  let settling: Promise<void> = Promise.resolve()
-  let unsettled = 0
-  /** A batch that failed to settle: no later one may commit past it (kafkajs redelivers). */
-  let broken: Error | undefined
+  async #disconnectAll(): Promise<void> {
+    // The consumer first: its disconnect waits for the batch in hand, which may still produce
+    // dead letters and then commits its offsets. Only then may the producer go.
+    await this.#consumer?.disconnect().catch(() => undefined)
+    await Promise.allSettled([this.#producer?.disconnect(), this.#admin?.disconnect()])
+    this.#consumer = undefined
+    this.#producer = undefined
+    this.#admin = undefined
+    this.#producerConnected = undefined
+  }
 
-  async function applyBatch(payload: EachBatchPayload): Promise<void> {
+  async #applyBatch(payload: EachBatchPayload): Promise<void> {
     const { batch } = payload
-    await throwIfBroken()
+    await this.#throwIfBroken()
     if (batch.messages.length === 0 || !payload.isRunning() || payload.isStale()) return
-    if (failed) return
-    if (freshness !== undefined && batch.topic === freshness.heartbeatTopic) {
-      await heartbeats(payload)
+    if (this.#failed) return
+    if (batch.topic === this.#options.freshness?.heartbeatTopic) {
+      await this.#heartbeats(payload)
       return
     }
     // Catch-up's document build writes the files on worker threads: wait, staying in the group.
-    for (let build = applier.buildInProgress(); build; build = applier.buildInProgress()) {
+    for (
+      let build = this.#applier.buildInProgress();
+      build;
+      build = this.#applier.buildInProgress()
+    ) {
       await heartbeating(payload, build)
     }
     if (!payload.isRunning() || payload.isStale()) return
-    if (await takeHandovers()) return
+    if (await this.#takeHandovers()) return
     const started = process.hrtime.bigint()
-    const records: SourceRecord[] = batch.messages.map((m) => ({
-      topic: batch.topic,
-      partition: batch.partition,
-      offset: m.offset,
-      key: m.key,
-      value: m.value,
-    }))
-    const applied = Promise.resolve().then(() => applier.applyBatch(records))
+    const records = recordsOf(batch)
+    const applied = Promise.resolve().then(() => this.#applier.applyBatch(records))
     applied.catch(() => undefined)
     const last = batch.lastOffset()
     // kafkajs's own position (it fetches from there); Kafka's committed offset waits for the files.
     payload.resolveOffset(last)
-    const atEnd = batch.offsetLag() === '0'
-
-    const settle = async (): Promise<void> => {
-      if (broken !== undefined || failed) return
-      let outcome: BatchOutcome
-      try {
-        outcome = await applied
-      } catch (error) {
-        if (!(error instanceof Error) || options.onFatal?.(error) !== true) {
-          broken = asError(error)
-          return
-        }
-        // Stopping: the offsets of this batch (and of what the load held) are never committed.
-        failed = true
-        stopping = true
-        uncommitted.clear()
-        return
-      }
-      try {
-        await recordOutcome(payload, outcome, last, atEnd, started)
-      } catch (error) {
-        broken = asError(error)
-      }
-    }
-    const previous = settling
-    unsettled++
-    settling = previous.then(settle).finally(() => unsettled--)
+    const inFlight = { last, atEnd: batch.offsetLag() === '0', started }
+    const previous = this.#settling
+    this.#unsettled++
+    this.#settling = previous
+      .then(() => this.#settle(payload, applied, inFlight))
+      .finally(() => this.#unsettled--)
     // A partition at its end, or a stop: settled now (the lag check and a stop count on it).
     // Otherwise the batch before this one, if too many wait.
-    if (atEnd || !payload.isRunning()) await heartbeating(payload, settling)
-    else if (unsettled > MAX_AHEAD) await heartbeating(payload, previous)
-    await throwIfBroken()
+    if (inFlight.atEnd || !payload.isRunning()) await heartbeating(payload, this.#settling)
+    else if (this.#unsettled > MAX_AHEAD) await heartbeating(payload, previous)
+    await this.#throwIfBroken()
+  }
+
+  /** Records a batch's outcome once it is applied, after every batch before it. */
+  async #settle(
+    payload: EachBatchPayload,
+    applied: Promise<BatchOutcome>,
+    inFlight: BatchInFlight,
+  ): Promise<void> {
+    if (this.#broken !== undefined || this.#failed) return
+    let outcome: BatchOutcome
+    try {
+      outcome = await applied
+    } catch (error) {
+      if (!(error instanceof Error) || this.#options.onFatal?.(error) !== true) {
+        this.#broken = asError(error)
+        return
+      }
+      // Stopping: the offsets of this batch (and of what the load held) are never committed.
+      this.#failed = true
+      this.#halt()
+      this.#positions.abandonUncommitted()
+      return
+    }
+    try {
+      await this.#recordOutcome(payload, outcome, inFlight)
+    } catch (error) {
+      this.#broken = asError(error)
+    }
+  }
+
+  /** A batch failed to settle: thrown to kafkajs once all are settled; it restarts from the
+   * committed offsets, which none of the later batches moved. */
+  async #throwIfBroken(): Promise<void> {
+    if (this.#broken === undefined) return
+    await this.#settling
+    const error = this.#broken
+    this.#broken = undefined
+    throw error
+  }
+
+  async #recordOutcome(
+    payload: EachBatchPayload,
+    outcome: BatchOutcome,
+    { last, atEnd, started }: BatchInFlight,
+  ): Promise<void> {
+    const { batch } = payload
+    await this.#sendDeadLetters(outcome.deadLetters)
+    this.#positions.applied(batch.topic, batch.partition, BigInt(last) + 1n)
+    // Counted before its offsets are committed: a lag check that sees them committed ends the
+    // progress, which must have counted them by then.
+    if (!this.#lag.caughtUp) this.#options.progress?.add(batch.messages.length)
+    // An initial load holds its files' transactions over several batches (apply.ts): their
+    // offsets wait for the commit. A partition at its end, a stop, or a few seconds commit
+    // now: the lag (and with it readiness) is measured from committed offsets.
+    const holdOver = Date.now() - this.#lastCommitAt >= HOLD_MS
+    if (outcome.committed || atEnd || !payload.isRunning() || holdOver) {
+      await this.#commitApplied()
+    }
+    await payload.heartbeat()
+    this.#options.onBatch(outcome, Number(process.hrtime.bigint() - started) / 1e9)
+    // This partition is at its end: the replica may have caught up now, not at the next tick
+    // (readiness, and the initial load's document build, wait on that check).
+    if (!this.#lag.caughtUp && atEnd) this.#lag.checkNow()
+  }
+
+  async #sendDeadLetters(letters: BatchOutcome['deadLetters']): Promise<void> {
+    const topic = this.#options.deadLetterTopic
+    if (letters.length === 0 || topic === undefined) return
+    await this.#producerConnected
+    await this.#producer!.send({
+      topic,
+      acks: -1,
+      messages: letters.map((letter) => ({
+        key: letter.record.key as Buffer | null,
+        value: deadLetterValue(letter),
+        headers: { ...deadLetterHeaders(letter) },
+      })),
+    })
+    logDeadLetters(this.#logger, letters)
+  }
+
+  /** Commits the files, then the offsets of every batch applied so far. */
+  async #commitApplied(): Promise<void> {
+    if (this.#failed) return
+    await this.#applier.commit()
+    this.#lastCommitAt = Date.now()
+    this.#positions.filesCommitted()
+    this.#freshness?.advance()
+    if (this.#consumer === undefined) return
+    const offsets = this.#positions.takeUncommitted()
+    if (offsets.length > 0) await this.#consumer.commitOffsets(offsets)
   }
 
   /**
    * Beats of the heartbeat table: never applied to a file, only fed to the freshness tracker. Their
    * offsets are committed with the next files' commit (at once when it is due), like any batch's.
    */
-  async function heartbeats(payload: EachBatchPayload): Promise<void> {
+  async #heartbeats(payload: EachBatchPayload): Promise<void> {
+    const freshness = this.#options.freshness!
     const { batch } = payload
     const now = Date.now()
     for (const message of batch.messages) {
       const commitMs = heartbeatCommitMs(message.value)
       if (commitMs === undefined) continue
-      const delay = freshness!.tracker.heartbeat(commitMs, now)
-      freshness!.onHeartbeat?.(delay)
+      const delay = freshness.tracker.heartbeat(commitMs, now)
+      freshness.onHeartbeat?.(delay)
     }
     const last = batch.lastOffset()
     payload.resolveOffset(last)
-    const key = `${batch.topic}\u0000${batch.partition}`
-    const offset = {
-      topic: batch.topic,
-      partition: batch.partition,
-      offset: String(BigInt(last) + 1n),
-    }
-    position.set(key, BigInt(offset.offset))
     // Beats touch no file, so their offsets need not wait for one: committed on their own before
     // the catch-up (which waits for every partition's lag, this one's too), then every few seconds.
-    if (!caughtUp || Date.now() - lastBeatCommitAt >= HEARTBEAT_COMMIT_MS) {
-      uncommitted.delete(key)
-      await consumer?.commitOffsets([offset])
-      lastBeatCommitAt = Date.now()
-      if (!caughtUp && batch.offsetLag() === '0') checkLagNow()
-    } else {
-      uncommitted.set(key, offset)
+    const commitNow =
+      !this.#lag.caughtUp || Date.now() - this.#lastBeatCommitAt >= HEARTBEAT_COMMIT_MS
+    const next = BigInt(last) + 1n
+    const offset = this.#positions.beaten(batch.topic, batch.partition, next, commitNow)
+    if (commitNow) {
+      await this.#consumer?.commitOffsets([offset])
+      this.#lastBeatCommitAt = Date.now()
+      if (!this.#lag.caughtUp && batch.offsetLag() === '0') this.#lag.checkNow()
     }
     await payload.heartbeat()
-    pumpFreshness()
-  }
-
-  /** The end offsets of every change partition, for a freshness candidate. */
-  async function changeEnds(): Promise<Map<string, PartitionEnds>> {
-    if (admin === undefined) throw new Error('not connected')
-    return partitionEnds(admin, dataTopics)
-  }
-
-  /** Fetches the ends a candidate is due for, or waits until it is. */
-  function pumpFreshness(): void {
-    if (freshness === undefined || stopping) return
-    clearTimeout(freshnessTimer)
-    const { due, msUntil } = freshness.tracker.endsDue(Date.now())
-    if (due) {
-      changeEnds().then(
-        (ends) => {
-          freshness.tracker.setEnds(ends)
-          advanceFreshness()
-          pumpFreshness()
-        },
-        (error: unknown) => {
-          freshness.tracker.setEnds(undefined)
-          logger.debug({ err: error }, 'could not fetch the change topics ends for freshness')
-          freshnessTimer = setTimeout(pumpFreshness, FRESHNESS_RETRY_MS)
-          freshnessTimer.unref()
-        },
-      )
-    } else if (msUntil !== undefined) {
-      freshnessTimer = setTimeout(pumpFreshness, msUntil)
-      freshnessTimer.unref()
-    }
+    this.#freshness?.pump()
   }
 
   /**
-   * Proves what the committed files allow. Not before the catch-up: until the documents of an
-   * initial load are built, committed mirror rows are not yet what the api serves.
+   * Takes the rebuilt files waiting (storage/handover.ts has the protocol). True when it sent the
+   * consumer back to an earlier position: the batch in hand is stale then.
    */
-  function advanceFreshness(): void {
-    if (freshness === undefined || !caughtUp) return
-    const changed = freshness.tracker.advance(
-      (key) => visible.get(key) ?? committedAtStart.get(key),
-    )
-    if (changed) freshness.publish()
-  }
-
-  /** A batch failed to settle: thrown to kafkajs once all are settled; it restarts from the
-   * committed offsets, which none of the later batches moved. */
-  async function throwIfBroken(): Promise<void> {
-    if (broken === undefined) return
-    await settling
-    const error = broken
-    broken = undefined
-    throw error
-  }
-
-  async function recordOutcome(
-    payload: EachBatchPayload,
-    outcome: BatchOutcome,
-    last: string,
-    atEnd: boolean,
-    started: bigint,
-  ): Promise<void> {
-    const { batch } = payload
-    if (outcome.deadLetters.length > 0 && options.deadLetterTopic !== undefined) {
-      await producerConnected
-      await producer!.send({
-        topic: options.deadLetterTopic,
-        acks: -1,
-        messages: outcome.deadLetters.map((letter) => ({
-          key: letter.record.key as Buffer | null,
-          value: deadLetterValue(letter),
-          headers: { ...deadLetterHeaders(letter) },
-        })),
-      })
-      logDeadLetters(logger, outcome.deadLetters)
+  async #takeHandovers(): Promise<boolean> {
+    const { handovers, freshness } = this.#options
+    const consumer = this.#consumer
+    if (handovers === undefined || !this.#lag.caughtUp || this.#stopping) return false
+    if (consumer === undefined) return false
+    const requests = handovers.pending()
+    if (requests.length === 0) return false
+    // Every batch handed over is applied and recorded first: the seeks start from there.
+    await this.#settling
+    const committed = await committedOffsets(this.#admin!, this.#options.groupId, this.#topics)
+    const seeks = handoverSeeks(requests, this.#positions.next(committed))
+    // Positions go back first, then the swapped files are held behind the published instant, and
+    // only then swapped: no instant is proved for them on positions they have not reached, and no
+    // reader finds a swapped file before the hold (docs/freshness.md).
+    for (const seek of seeks) this.#positions.rewound(seek)
+    if (freshness !== undefined) {
+      freshness.tracker.hold(requests.map((r) => r.file))
+      freshness.publish()
     }
-    position.set(`${batch.topic}\u0000${batch.partition}`, BigInt(last) + 1n)
-    uncommitted.set(`${batch.topic}\u0000${batch.partition}`, {
-      topic: batch.topic,
-      partition: batch.partition,
-      offset: (BigInt(last) + 1n).toString(),
-    })
-    // Counted before its offsets are committed: a lag check that sees them committed ends the
-    // progress, which must have counted them by then.
-    if (!caughtUp) options.progress?.add(batch.messages.length)
-    // An initial load holds its files' transactions over several batches (apply.ts): their
-    // offsets wait for the commit. A partition at its end, a stop, or a few seconds commit
-    // now: the lag (and with it readiness) is measured from committed offsets.
-    if (
-      outcome.committed ||
-      atEnd ||
-      !payload.isRunning() ||
-      Date.now() - lastCommitAt >= HOLD_MS
-    ) {
-      await commitApplied()
-    }
-    await payload.heartbeat()
-    options.onBatch(outcome, Number(process.hrtime.bigint() - started) / 1e9)
-    // This partition is at its end: the replica may have caught up now, not at the next tick
-    // (readiness, and the initial load's document build, wait on that check).
-    if (!caughtUp && atEnd) checkLagNow()
-  }
-
-  async function checkLag(): Promise<void> {
-    if (admin === undefined) return
-    let total = 0
-    for (const { topic, partition, lag } of await groupLag(admin, options.groupId, topics)) {
-      total += lag
-      options.onLag(topic, partition, lag)
-    }
-    if (total === 0 && !caughtUp) {
-      options.progress?.done()
-      await options.onCaughtUp()
-      caughtUp = true
-      advanceFreshness()
-    }
-  }
-
-  /**
-   * Measures the lag now, then every lagIntervalMs. One check at a time: asked for during one, the
-   * next starts as soon as it ends.
-   */
-  function checkLagNow(): void {
-    if (stopping) return
-    if (lagChecking) {
-      lagCheckAgain = true
-      return
-    }
-    clearTimeout(lagTimer)
-    lagChecking = true
-    checkLag()
-      .catch((error: unknown) => logger.warn({ err: error }, 'could not measure consumer lag'))
-      .finally(() => {
-        lagChecking = false
-        if (stopping) return
-        if (lagCheckAgain) {
-          lagCheckAgain = false
-          checkLagNow()
-        } else {
-          lagTimer = setTimeout(checkLagNow, options.lagIntervalMs ?? 2_000)
-        }
-      })
-  }
-
-  async function disconnectAll(): Promise<void> {
-    // The consumer first: its disconnect waits for the batch in hand, which may still produce
-    // dead letters and then commits its offsets. Only then may the producer go.
-    await consumer?.disconnect().catch(() => undefined)
-    await Promise.allSettled([producer?.disconnect(), admin?.disconnect()])
-    consumer = producer = admin = producerConnected = undefined
-  }
-
-  return {
-    async start() {
-      let delay = 500
-      while (!stopping) {
-        try {
-          await connect()
-          break
-        } catch (error) {
-          await disconnectAll()
-          if (stopping) return
-          logger.error({ err: error, retryInMs: delay }, 'cannot reach Kafka; retrying')
-          await sleep(delay)
-          delay = Math.min(delay * 2, 30_000)
-        }
-      }
-      checkLagNow()
-      watchHandovers()
-    },
-    async stop() {
-      stopping = true
-      options.progress?.done()
-      if (lagTimer !== undefined) clearTimeout(lagTimer)
-      if (handoverTimer !== undefined) clearInterval(handoverTimer)
-      clearTimeout(freshnessTimer)
-      // Offsets held back for the load's open transactions: committed while the group is joined
-      // (a batch in hand when the consumer stops commits its own: `!isRunning()` above).
-      await settling
-      await commitApplied().catch((error: unknown) =>
-        logger.warn({ err: error }, 'could not commit applied offsets while stopping'),
+    if (seeks.length > 0) await this.#commitApplied()
+    await handovers.take(requests)
+    for (const seek of seeks) consumer.seek(seek)
+    if (seeks.length > 0) {
+      this.#logger.info(
+        { seeks },
+        'went back to where the rebuilt files end, to bring them up to date',
       )
-      // kafkajs's disconnect waits for the batch in hand, which commits before it returns.
-      await disconnectAll()
-    },
+    }
+    return seeks.length > 0
   }
+
+  #watchHandovers(): void {
+    if (this.#options.handovers === undefined) return
+    this.#handoverTimer = setInterval(() => {
+      this.#exclusive(() => this.#takeHandovers()).catch((error: unknown) =>
+        this.#logger.error({ err: error }, 'could not take a rebuilt organization file'),
+      )
+    }, this.#options.handoverIntervalMs ?? 1_000)
+    this.#handoverTimer.unref()
+  }
+}
+
+/** A batch's messages as the applier takes records. */
+function recordsOf(batch: EachBatchPayload['batch']): SourceRecord[] {
+  return batch.messages.map((m) => ({
+    topic: batch.topic,
+    partition: batch.partition,
+    offset: m.offset,
+    key: m.key,
+    value: m.value,
+  }))
+}
+
+function consumerOf(kafka: Kafka, groupId: string): Consumer {
+  return kafka.consumer({
+    groupId,
+    maxBytesPerPartition: 8 * 1024 * 1024,
+    maxBytes: 32 * 1024 * 1024,
+    // The broker answers a fetch as soon as it has one byte (minBytes 1: a change is handed over
+    // the moment it is appended); maxWaitTimeInMs only bounds an idle fetch, so it sets how often
+    // an idle consumer wakes, not any change's delay (docs/freshness.md).
+    minBytes: 1,
+    maxWaitTimeInMs: 1_000,
+    // kafkajs restarts the consumer itself after a crash on a retriable error (a lost broker is
+    // waited for, logged, and resumed from the committed offsets); after any other it stops it
+    // for good, which stops the projector (#connect).
+    retry: {
+      initialRetryTime: 500,
+      maxRetryTime: 30_000,
+      retries: 10,
+      restartOnFailure: () => Promise.resolve(true),
+    },
+  })
 }
 
 /** Batches applied while the next is fetched and routed (`settling`). */
@@ -587,9 +552,6 @@ const MAX_AHEAD = 1
 
 /** While only beats arrive, their offsets are committed this often (the lag metric reads them). */
 const HEARTBEAT_COMMIT_MS = 5_000
-
-/** A failed fetch of the change topics' ends for freshness is tried again after this. */
-const FRESHNESS_RETRY_MS = 1_000
 
 /** The longest an initial load holds applied batches uncommitted (with their offsets). */
 const HOLD_MS = 5_000
