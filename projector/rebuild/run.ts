@@ -22,7 +22,7 @@ import {
   statfsSync,
   statSync,
 } from 'node:fs'
-import { join } from 'node:path'
+import { basename, join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Kafka, logLevel as kafkaLogLevel } from 'kafkajs'
 import type { Logger } from 'pino'
@@ -38,7 +38,12 @@ import {
 import { readOrganizationFiles } from '../storage/control-file.ts'
 import { compareDocumentFiles, type ResourceDiff } from '../documents/index.ts'
 import { buildAside } from './aside.ts'
-import { handoverPending, requestHandover, withdrawHandover } from '../storage/handover.ts'
+import {
+  handoverPending,
+  replacedFiles,
+  requestHandover,
+  withdrawHandover,
+} from '../storage/handover.ts'
 import { acquireRebuildLock, describeHolder } from './lock.ts'
 import { rebuildReport, type OrganizationReport, type RebuildReport } from './report.ts'
 
@@ -300,16 +305,12 @@ function removeLeftovers(rebuildsDir: string, live: Generation, logger: Logger):
       logger.info({ run: name }, 'removed what an earlier rebuild left behind')
     }
   }
-  const current = readOrganizationFiles(live.controlPath)
-  for (const name of readdirSync(live.organizationsDir)) {
-    const parsed = parseOrganizationFileName(databaseFileOf(name))
-    if (parsed?.version === undefined) continue
-    const file = `${parsed.organizationId}.${parsed.version}.db`
-    if (current.get(parsed.organizationId) === file) continue
-    if (handoverPending(live, parsed.organizationId)) continue
+  for (const path of replacedFiles(live, readOrganizationFiles(live.controlPath))) {
+    // Rebuilt files only: a default-named one is left to the projector's sweep (projector.ts).
+    if (parseOrganizationFileName(databaseFileOf(basename(path)))?.version === undefined) continue
     // A replaced file the projector removes after a grace period is left to it.
-    if (Date.now() - statSync(join(live.organizationsDir, name)).mtimeMs < 120_000) continue
-    rmSync(join(live.organizationsDir, name), { force: true })
+    if (Date.now() - statSync(path).mtimeMs < 120_000) continue
+    rmSync(path, { force: true })
   }
 }
 
