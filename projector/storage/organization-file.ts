@@ -14,6 +14,7 @@ import type { RowChange } from '../decode/decode.ts'
 import {
   createDocumentRefresher,
   type DocumentKind,
+  type DocumentRefresher,
   type MirrorChange as DocumentsMirrorChange,
   type RefreshStats,
 } from '../documents/index.ts'
@@ -268,10 +269,16 @@ export function openOrganizationFile(
   createFromImage(path, deferred)
   const db: SqliteDatabase = openForWriting(path, 'organization', deferred ? 'rollback' : 'wal')
   const mirror = createMirror(db, mirroredTables)
-  const refresher = createDocumentRefresher(
-    db,
-    options.priorStamp === undefined ? {} : { priorStamp: options.priorStamp },
-  )
+  // Made on the first refresh or build, not at open: an initial load's files take mirror rows
+  // only until their build (mostly on another connection), and the refresher's readers and
+  // writers cost 43 KB of heap per file, which thousands of small organizations held open in the
+  // lanes through the whole load (more for the collector to mark, nothing it could free).
+  let documentRefresher: DocumentRefresher | undefined
+  const refresher = (): DocumentRefresher =>
+    (documentRefresher ??= createDocumentRefresher(
+      db,
+      options.priorStamp === undefined ? {} : { priorStamp: options.priorStamp },
+    ))
   const records = fileRecords(db, organizationId)
   const documents = documentsMode(db, deferred, records.documentsBuilt)
 
@@ -295,7 +302,7 @@ export function openOrganizationFile(
       if (changes.length === 0 || !documents.live) return { documents: noDocuments() }
       const stamp = nextStamp(now, records.lastStamp)
       const coalesced = coalesce(changes) as unknown as DocumentsMirrorChange[]
-      const refreshed = refresher.refresh(coalesced, stamp)
+      const refreshed = refresher().refresh(coalesced, stamp)
       records.recordStamp(stamp, refreshed.rewritten)
       return { documents: refreshed }
     },
@@ -309,7 +316,7 @@ export function openOrganizationFile(
   const buildInTransaction = db.transaction((now: Date): RefreshStats => {
     restoreIndexes(db)
     const stamp = nextStamp(now, records.lastStamp)
-    const { rewritten, unchanged, removed } = refresher.refreshAll(stamp)
+    const { rewritten, unchanged, removed } = refresher().refreshAll(stamp)
     records.recordBuilt(stamp)
     records.recordStamp(stamp, rewritten)
     return { rewritten, unchanged, removed }
