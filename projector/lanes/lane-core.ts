@@ -62,6 +62,12 @@ export class LaneCore {
 
   constructor(readonly options: LaneCoreOptions) {}
 
+  /** The organization's file in this lane's generation, open or not. */
+  organizationPath(organizationId: string): string {
+    const o = this.options
+    return o.generation.organizationPath(organizationId, o.fileOf(organizationId))
+  }
+
   organizationFile(organizationId: string): OrganizationFile {
     const o = this.options
     return useOrganizationFile(
@@ -70,17 +76,13 @@ export class LaneCore {
       o.maxOpenFiles,
       () => {
         const prior = o.priorStamp
-        return openOrganizationFile(
-          organizationId,
-          o.generation.organizationPath(organizationId, o.fileOf(organizationId)),
-          {
-            offsetGuard: o.offsetGuard,
-            deferDocuments: o.deferDocuments(),
-            ...(prior === undefined
-              ? {}
-              : { priorStamp: (k, id, h) => prior(organizationId, k, id, h) }),
-          },
-        )
+        return openOrganizationFile(organizationId, this.organizationPath(organizationId), {
+          offsetGuard: o.offsetGuard,
+          deferDocuments: o.deferDocuments(),
+          ...(prior === undefined
+            ? {}
+            : { priorStamp: (k, id, h) => prior(organizationId, k, id, h) }),
+        })
       },
       (file) => this.#shareCache(file),
     )
