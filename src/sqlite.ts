@@ -24,11 +24,16 @@ const migrations = {
  *   commits block each other, so only for a file nothing reads
  *   (projector/storage/organization-file.ts).
  *
- * Both with synchronous=FULL: a commit is on disk when it returns. The Kafka offsets of a batch
- * are committed after its files, so a power cut must not take back a commit SQLite reported;
- * with WAL's usual NORMAL it could (the last transactions before the cut), and the projector,
- * resuming from the committed offsets, would never apply those events again. One fsync of the
- * log per commit: 3-4% of a live run in batches of 50 events on this machine (docs/performance.md).
+ * Both with synchronous=FULL by default: a commit is on disk when it returns. The Kafka offsets of
+ * a batch are committed after its files, so a power cut must not take back a commit SQLite
+ * reported; with WAL's usual NORMAL it could (the last transactions before the cut), and the
+ * projector, resuming from the committed offsets, would never apply those events again.
+ *
+ * `syncedCommits: false` is for a writer that makes its commits durable itself before it reports
+ * them (organization files: the lanes sync the logs a batch wrote together, at its end,
+ * projector/storage/wal.ts). With WAL that is synchronous=NORMAL: a commit appends to the log
+ * without an fsync, checkpoints still sync, and the log's checksummed frames keep the file whole
+ * through a power cut; a rollback journal stays FULL (unsynced, a cut could tear the file).
  */
 export type Journal = 'wal' | 'rollback'
 
@@ -37,10 +42,11 @@ export function openForWriting(
   path: string,
   kind: keyof typeof migrations,
   journal: Journal = 'wal',
+  syncedCommits = true,
 ): SqliteDatabase {
   const db = new Database(path)
   db.pragma('busy_timeout = 5000')
-  useJournal(db, journal)
+  useJournal(db, journal, syncedCommits)
   if (!isMigrated(db, kind)) migrate(drizzle(db), { migrationsFolder: migrations[kind] })
   return db
 }
@@ -85,9 +91,9 @@ export function preparedOnUse<S>(prepare: () => S): () => S {
  * Switches a writer's journal. Outside a transaction only; leaving WAL needs the file to itself
  * (SQLite refuses, after busy_timeout, while another connection has it open).
  */
-export function useJournal(db: SqliteDatabase, journal: Journal): void {
+export function useJournal(db: SqliteDatabase, journal: Journal, syncedCommits = true): void {
   db.pragma(`journal_mode = ${journal === 'wal' ? 'WAL' : 'TRUNCATE'}`)
-  db.pragma('synchronous = FULL')
+  db.pragma(`synchronous = ${journal === 'wal' && !syncedCommits ? 'NORMAL' : 'FULL'}`)
 }
 
 /** Sizes a connection's SQLite page cache, in KiB (the projector's budget: cache-budget.ts). */

@@ -13,6 +13,7 @@ import { openForWriting } from '../../src/sqlite.ts'
 import { cacheShares, MIN_CACHE_KIB } from '../storage/cache-budget.ts'
 import { collectGarbage } from './collect-garbage.ts'
 import { openControlFile, type ControlFile } from '../storage/control-file.ts'
+import { syncWal } from '../storage/wal.ts'
 import type { SourceRecord } from '../decode/decode.ts'
 import type { DocumentKind, RefreshStats } from '../documents/index.ts'
 import { restampAgainstLive } from '../documents/restamp.ts'
@@ -237,6 +238,7 @@ class InlineApplier implements Applier {
       if (hold) this.#rollbackAll()
       throw error
     }
+    for (const wal of answer?.unsyncedWals ?? []) syncWal(wal)
     const heldFiles = batch.merge([answer], (index) => records[index])
     if (!hold) this.control.boundWal(this.#options.walCheckpointBytes)
     else {

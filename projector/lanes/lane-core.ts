@@ -113,11 +113,15 @@ export class LaneCore {
     }
   }
 
-  /** Commits every file's held transaction, then bounds its WAL. */
+  /**
+   * Commits every file's held transaction, syncs what that wrote to a log (a file built before
+   * this load's round: rare, one after another), then bounds its WAL.
+   */
   commit(): void {
     for (const file of this.files.values()) {
       if (!file.inTransaction) continue
       file.commit()
+      file.syncWal()
       file.boundWal(this.options.walCheckpointBytes)
     }
   }
@@ -201,11 +205,14 @@ class LaneBatch {
     latestCommittedAtMs: undefined,
     skipped: 0,
     heldFiles: 0,
+    unsyncedWals: [],
   }
   readonly #now: Date
   readonly #buf: Buffer
   /** Events decoded and not applied yet, by organization, each organization's in their order. */
   readonly #byOrganization = new Map<string, OrganizationEvent[]>()
+  /** Files this batch committed (not held): their logs are synced together at its end. */
+  readonly #committed = new Set<OrganizationFile>()
   #held = 0
   #nextEvent = 0
 
@@ -228,6 +235,10 @@ class LaneBatch {
     for (let i = 0; i < meta.length; i += ITEM_FIELDS) this.#item(i)
     this.#applyDecoded()
     if (this.request.hold) this.outcome.heldFiles = this.lane.heldFiles()
+    for (const file of this.#committed) {
+      const wal = file.takeUnsyncedWal()
+      if (wal !== undefined) this.outcome.unsyncedWals.push(wal)
+    }
     return this.outcome
   }
 
@@ -332,6 +343,7 @@ class LaneBatch {
     for (const [organizationId, list] of this.#byOrganization) {
       const file = this.lane.organizationFile(organizationId)
       if (this.request.hold) file.begin()
+      else this.#committed.add(file)
       const result = file.apply(list, this.#now, this.count)
       addDocumentStats(this.outcome.documents, result.documents)
       file.boundWal(this.lane.options.walCheckpointBytes)

@@ -80,6 +80,11 @@ export interface LaneOutcome {
   skipped: number
   /** Files in a held transaction after the batch (an initial load's `loadCommitEvents`). */
   heldFiles: number
+  /**
+   * The write-ahead logs the batch's commits left unsynced (OrganizationFile `takeUnsyncedWal`):
+   * the batch is durable, and its offsets may be committed, once they are synced.
+   */
+  unsyncedWals: string[]
 }
 
 export type LaneAnswer =

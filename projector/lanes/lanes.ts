@@ -17,6 +17,7 @@ import type { Logger } from 'pino'
 import { createApplier, type Applier, type ApplierOptions } from './apply.ts'
 import { typescriptWorkerSource } from './build-pool.ts'
 import type { ControlFile } from '../storage/control-file.ts'
+import { syncWals } from '../storage/wal.ts'
 import type { SourceRecord } from '../decode/decode.ts'
 import type { RefreshStats } from '../documents/index.ts'
 import { LaneAssignment } from '../routing/lane-hint.ts'
@@ -276,6 +277,8 @@ class LaneCoordinator implements LaneApplier {
       }
       throw error
     }
+    // Every lane applied its share and committed its files; durable once their logs are synced.
+    await syncWals(answers.flatMap((answer) => answer?.unsyncedWals ?? []))
     const heldFiles = batch.merge(answers, recordAt)
     if (!hold) this.control.boundWal(this.#options.walCheckpointBytes)
     else if (!(await this.#barrier.applied(count, heldFiles))) batch.outcome.committed = false

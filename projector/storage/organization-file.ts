@@ -22,7 +22,7 @@ import { applyOnce, appliedOffsets, type Origin, type Tally } from './applied-of
 import { createMirror, type MirrorChange } from './mirror.ts'
 import { coalesce } from './coalesce.ts'
 import { nextStamp } from './stamp.ts'
-import { boundWal } from './wal.ts'
+import { boundWal, syncWal } from './wal.ts'
 import { restoreIndexes, setIndexesAside } from './deferred-indexes.ts'
 
 export type { Origin } from './applied-offsets.ts'
@@ -99,7 +99,16 @@ export interface OrganizationFile {
   boundWal(maxBytes: number): boolean
   /** Sizes the file's SQLite page cache. */
   setCacheKiB(kib: number): void
-  /** Closes the file, committing a transaction `begin` opened. */
+  /**
+   * The write-ahead log this file's commits appended to since the last call, unsynced: a commit
+   * in WAL is not synced by SQLite here (src/sqlite.ts `syncedCommits`), so whoever reports the
+   * batch applied syncs the log first (storage/wal.ts), and undefined when there is nothing to
+   * sync. Commits under the rollback journal of a load are synced as they happen.
+   */
+  takeUnsyncedWal(): string | undefined
+  /** Syncs what `takeUnsyncedWal` would hand over, now. */
+  syncWal(): void
+  /** Closes the file, committing a transaction `begin` opened and syncing its log. */
   close(): void
 }
 
@@ -227,7 +236,7 @@ function documentsMode(db: SqliteDatabase, deferred: boolean, built: boolean) {
   let live = !deferred || built
   /** Built inside a transaction `begin` held: WAL once it commits. */
   let walAtCommit = false
-  if (deferred && live) useJournal(db, 'wal')
+  if (deferred && live) useJournal(db, 'wal', false)
   // A live file has every index (one opened live while they are aside, which the build prevents,
   // gets them back here).
   if (live) restoreIndexes(db)
@@ -236,15 +245,19 @@ function documentsMode(db: SqliteDatabase, deferred: boolean, built: boolean) {
     get live() {
       return live
     },
+    /** Whether the file journals in WAL now (commits its writer syncs: `takeUnsyncedWal`). */
+    get wal() {
+      return live && !walAtCommit
+    },
     built(): void {
       live = true
       if (db.inTransaction) walAtCommit = true
-      else useJournal(db, 'wal')
+      else useJournal(db, 'wal', false)
     },
     committed(): void {
       if (!walAtCommit) return
       walAtCommit = false
-      useJournal(db, 'wal')
+      useJournal(db, 'wal', false)
     },
     /** After a rollback: a build it undid leaves the documents waiting again, and WAL too. */
     readBack(builtNow: boolean): void {
@@ -267,7 +280,12 @@ export function openOrganizationFile(
   // its documents are built, before anything serves it.
   const deferred = options.deferDocuments === true
   createFromImage(path, deferred)
-  const db: SqliteDatabase = openForWriting(path, 'organization', deferred ? 'rollback' : 'wal')
+  const db: SqliteDatabase = openForWriting(
+    path,
+    'organization',
+    deferred ? 'rollback' : 'wal',
+    false,
+  )
   const mirror = createMirror(db, mirroredTables)
   // Made on the first refresh or build, not at open: an initial load's files take mirror rows
   // only until their build (mostly on another connection), and the refresher's readers and
@@ -308,9 +326,20 @@ export function openOrganizationFile(
     },
   )
 
+  /** Commits in WAL since the log was last synced or handed over (`takeUnsyncedWal`). */
+  let unsynced = false
+
   function commit(): void {
+    const committing = db.inTransaction && documents.wal
     held.commit()
     documents.committed()
+    if (committing) unsynced = true
+  }
+
+  function syncLog(): void {
+    if (!unsynced) return
+    syncWal(`${path}-wal`)
+    unsynced = false
   }
 
   const buildInTransaction = db.transaction((now: Date): RefreshStats => {
@@ -344,7 +373,10 @@ export function openOrganizationFile(
     },
     apply(events, now, tally) {
       try {
-        return applyInTransaction(events, now, tally)
+        const result = applyInTransaction(events, now, tally)
+        // Committed as a transaction of its own (not joined to one `begin` holds).
+        if (!db.inTransaction && documents.wal) unsynced = true
+        return result
       } catch (error) {
         // Rolled back (inside `begin`'s transaction, the caller rolls all of it back): forget what
         // it recorded.
@@ -357,10 +389,17 @@ export function openOrganizationFile(
     get inTransaction() {
       return db.inTransaction
     },
+    takeUnsyncedWal() {
+      if (!unsynced) return undefined
+      unsynced = false
+      return `${path}-wal`
+    },
+    syncWal: syncLog,
     boundWal: (maxBytes) => boundWal(db, path, maxBytes),
     setCacheKiB: (kib) => setCacheKiB(db, kib),
     close() {
       commit()
+      syncLog()
       db.close()
     },
   }

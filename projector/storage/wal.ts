@@ -1,4 +1,5 @@
-import { statSync } from 'node:fs'
+import { closeSync, fdatasyncSync, openSync, statSync } from 'node:fs'
+import { open } from 'node:fs/promises'
 import type { SqliteDatabase } from '../../src/sqlite.ts'
 
 /**
@@ -19,4 +20,49 @@ export function boundWal(db: SqliteDatabase, path: string, maxBytes: number): bo
   if (size <= maxBytes) return false
   db.pragma('wal_checkpoint(TRUNCATE)')
   return true
+}
+
+/**
+ * Makes a write-ahead log's committed frames durable: what an organization file's commits
+ * (synchronous=NORMAL, src/sqlite.ts) leave to their writer. A log that is gone was checkpointed
+ * into its file, and a checkpoint syncs both before it removes the log: nothing left to sync.
+ */
+export function syncWal(walPath: string): void {
+  let fd: number
+  try {
+    fd = openSync(walPath, 'r')
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
+    throw error
+  }
+  try {
+    fdatasyncSync(fd)
+  } finally {
+    closeSync(fd)
+  }
+}
+
+/**
+ * `syncWal` for the logs a batch wrote, all at once: a batch spread over many organizations
+ * commits hundreds of files, and their fsyncs, issued together on libuv's threads, share the
+ * filesystem's journal commits, where one after another each paid its own (the live lanes;
+ * docs/many-organizations.md has the figures).
+ */
+export async function syncWals(walPaths: readonly string[]): Promise<void> {
+  await Promise.all(
+    walPaths.map(async (walPath) => {
+      let handle
+      try {
+        handle = await open(walPath, 'r')
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
+        throw error
+      }
+      try {
+        await handle.datasync()
+      } finally {
+        await handle.close()
+      }
+    }),
+  )
 }

@@ -1,16 +1,18 @@
-// useOrganizationFile (projector/storage/organization-file.ts): the open files a writer keeps, on
-// real organization files in a temp directory.
+// projector/storage/organization-file.ts on real organization files in a temp directory: the open
+// files a writer keeps (useOrganizationFile), a load's deferred files, and who syncs a commit.
 import Database from 'better-sqlite3'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
+import { decodeRecord } from '../../../projector/decode/decode.ts'
 import {
   openOrganizationFile,
   useOrganizationFile,
+  type OrganizationEvent,
   type OrganizationFile,
 } from '../../../projector/storage/organization-file.ts'
-import { uuid } from '../../support/debezium.ts'
+import { providerRow, record, uuid } from '../../support/debezium.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'replica-open-files-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -120,6 +122,66 @@ describe('an organization file whose documents wait for the end of an initial lo
     expect(file.documentsLive).toBe(false)
     file.commit()
     expect(journalSeenBy(path)).not.toBe('wal')
+    file.close()
+  })
+})
+
+describe("an organization file's commits", () => {
+  const now = new Date('2026-01-01T00:00:00Z')
+  let offset = 0
+  /** A provider's insert as a file applies it. */
+  const providerEvent = (organizationId: string, n: number): OrganizationEvent => {
+    const decoded = decodeRecord(
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(n), organizationId) }),
+      'product',
+    )
+    if (decoded.kind !== 'change') throw new Error(`not a change: ${decoded.kind}`)
+    return {
+      change: decoded.change as OrganizationEvent['change'],
+      origin: { topic: 'product.public.providers', partition: 0, offset: offset++ },
+    }
+  }
+  const tally = () => undefined
+
+  // The lanes sync the logs a batch wrote together, before its offsets may be committed
+  // (projector/storage/wal.ts): a commit whose log nobody was told to sync could be taken back by
+  // a power cut after its offset was committed.
+  it('in WAL hand their log over once to be synced; held ones once they commit', () => {
+    const id = uuid(20)
+    const path = join(dir, 'synced-by-writer.db')
+    const file = openOrganizationFile(id, path, { offsetGuard: true })
+    expect(file.takeUnsyncedWal()).toBeUndefined()
+    file.apply([providerEvent(id, 21)], now, tally)
+    expect(file.takeUnsyncedWal()).toBe(`${path}-wal`)
+    expect(file.takeUnsyncedWal()).toBeUndefined()
+
+    file.begin()
+    file.apply([providerEvent(id, 22)], now, tally)
+    expect(file.takeUnsyncedWal()).toBeUndefined()
+    file.commit()
+    expect(file.takeUnsyncedWal()).toBe(`${path}-wal`)
+
+    // Closing syncs what was not handed over: nothing is left to a caller.
+    file.apply([providerEvent(id, 23)], now, tally)
+    file.close()
+    expect(file.takeUnsyncedWal()).toBeUndefined()
+  })
+
+  it("under an initial load's rollback journal are synced by SQLite: nothing to hand over", () => {
+    const id = uuid(24)
+    const file = openOrganizationFile(id, join(dir, 'load.db'), {
+      offsetGuard: false,
+      deferDocuments: true,
+    })
+    file.apply([providerEvent(id, 25)], now, tally)
+    file.begin()
+    file.apply([providerEvent(id, 26)], now, tally)
+    // The build's commit switches the file to WAL, after it was synced under the journal.
+    file.buildDocuments(now)
+    file.commit()
+    expect(file.takeUnsyncedWal()).toBeUndefined()
+    file.apply([providerEvent(id, 27)], now, tally)
+    expect(file.takeUnsyncedWal()).toBe(`${join(dir, 'load.db')}-wal`)
     file.close()
   })
 })
