@@ -12,6 +12,7 @@ import {
   type OrganizationEvent,
   type OrganizationFile,
 } from '../../../projector/storage/organization-file.ts'
+import { syncWal, syncWals } from '../../../projector/storage/wal.ts'
 import { providerRow, record, uuid } from '../../support/debezium.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'replica-open-files-'))
@@ -182,6 +183,22 @@ describe("an organization file's commits", () => {
     expect(file.takeUnsyncedWal()).toBeUndefined()
     file.apply([providerEvent(id, 27)], now, tally)
     expect(file.takeUnsyncedWal()).toBe(`${join(dir, 'load.db')}-wal`)
+    file.close()
+  })
+})
+
+describe('syncing write-ahead logs', () => {
+  it('syncs the logs that exist and passes over those a checkpoint removed; other errors fail', async () => {
+    const id = uuid(30)
+    const path = join(dir, 'to-sync.db')
+    const file = openOrganizationFile(id, path, { offsetGuard: false })
+    file.apply([], new Date(), () => undefined)
+    const gone = join(dir, 'checkpointed-away.db-wal')
+    expect(() => syncWal(gone)).not.toThrow()
+    await expect(syncWals([`${path}-wal`, gone, `${path}-wal`])).resolves.toBeUndefined()
+    // A log that cannot be opened for another reason is not known to be durable: the batch fails.
+    await expect(syncWals([join(path, 'under-a-file-wal')])).rejects.toThrow(/ENOTDIR/)
+    expect(() => syncWal(join(path, 'under-a-file-wal'))).toThrow(/ENOTDIR/)
     file.close()
   })
 })
