@@ -4,7 +4,7 @@ import { statSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { resolve } from 'node:path'
 import { z } from 'zod'
-import { defaultOpenFilesMax, openFileLimit } from './descriptors.ts'
+import { defaultOpenFilesMax, memoryLimit, openFileLimit } from './descriptors.ts'
 
 export class ConfigError extends Error {
   override name = 'ConfigError'
@@ -285,7 +285,7 @@ export function loadProjectorConfig(env: Env): ProjectorConfig {
     admin: { host: e.ADMIN_HOST, port: e.ADMIN_PORT },
     logLevel: e.LOG_LEVEL,
     walCheckpointBytes: e.WAL_CHECKPOINT_BYTES,
-    openFilesMax: e.OPEN_FILES_MAX ?? defaultOpenFilesMax(openFileLimit()),
+    openFilesMax: e.OPEN_FILES_MAX ?? defaultOpenFilesMax(openFileLimit(), memoryLimit()),
     sqliteCacheBytes: e.SQLITE_CACHE_MB * 1024 * 1024,
     documentBuildWorkers: e.DOCUMENT_BUILD_WORKERS,
     lanes: e.LANES,
@@ -312,7 +312,7 @@ export function loadApiConfig(env: Env): ApiConfig {
       perOrganization: e.RATE_LIMIT_PER_ORGANIZATION,
       windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS,
     },
-    openFilesMax: e.OPEN_FILES_MAX ?? defaultOpenFilesMax(openFileLimit()),
+    openFilesMax: e.OPEN_FILES_MAX ?? defaultOpenFilesMax(openFileLimit(), memoryLimit()),
     pageCacheBytes: e.PAGE_CACHE_MB * 1024 * 1024,
     logLevel: e.LOG_LEVEL,
     cursorSecret: e.CURSOR_SECRET ?? DEFAULT_CURSOR_SECRET,

@@ -1,6 +1,12 @@
-// OPEN_FILES_MAX's default follows the process's limit on open files.
+// OPEN_FILES_MAX's default follows the process's limits on open files and on memory.
+import { totalmem } from 'node:os'
 import { describe, expect, it } from 'vitest'
-import { defaultOpenFilesMax, parseOpenFileLimit } from '../../src/descriptors.ts'
+import {
+  defaultOpenFilesMax,
+  memoryLimit,
+  parseMemoryLimit,
+  parseOpenFileLimit,
+} from '../../src/descriptors.ts'
 
 const limits = (soft: string, hard: string) =>
   [
@@ -31,5 +37,27 @@ describe('defaultOpenFilesMax', () => {
 
   it('keeps 256 where the limit is unknown', () => {
     expect(defaultOpenFilesMax(undefined)).toBe(256)
+  })
+})
+
+describe('the memory bound on open files', () => {
+  const GiB = 1024 ** 3
+  it('keeps at most a quarter of the memory in open files, half a MB each', () => {
+    expect(defaultOpenFilesMax(20_000, 2 * GiB)).toBe(1_024)
+    expect(defaultOpenFilesMax(20_000, 24 * GiB)).toBe(5_000) // the descriptors bind first
+    expect(defaultOpenFilesMax(undefined, 64 * GiB)).toBe(256)
+    expect(defaultOpenFilesMax(20_000, 64 * 1024 ** 2)).toBe(64)
+  })
+
+  it("reads a cgroup's limit, and none where it sets none", () => {
+    expect(parseMemoryLimit('2147483648\n')).toBe(2 * GiB)
+    expect(parseMemoryLimit('max\n')).toBeUndefined() // cgroup v2, no limit
+    expect(parseMemoryLimit('9223372036854771712\n')).toBeUndefined() // cgroup v1, no limit
+    expect(parseMemoryLimit('')).toBeUndefined()
+  })
+
+  it("is this machine's memory or less", () => {
+    expect(memoryLimit()).toBeGreaterThan(0)
+    expect(memoryLimit()).toBeLessThanOrEqual(totalmem())
   })
 })
