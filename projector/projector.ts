@@ -112,30 +112,75 @@ export const FILE_BATCH_RECORDS = 5_000
 const REPLACED_FILE_GRACE_MS = 60_000
 
 export function createProjector(deps: ProjectorDeps): Projector {
-  const { config, logger } = deps
-  const clock = deps.clock ?? (() => new Date())
-  let generation = deps.generation ?? ensureCurrentGeneration(config.dataDir)
-  const metrics = createProjectorMetrics()
-  let applier: LaneApplier | undefined
-  let source: KafkaSource | undefined
-  let admin: FastifyInstance | undefined
-  let ready = false
+  return new ProjectorProcess(deps)
+}
+
+/** What `startKafka` consumes with, kept to start consuming again after a full disk. */
+interface Consuming {
+  groupId: string
+  onCaughtUp: () => Promise<void>
+  progress: Progress | undefined
+  previous: Generation | undefined
+}
+
+/**
+ * The projector process: its applier over the served (or rebuilt) generation, the source that
+ * feeds it, the admin port, and what runs beside them (the freshness tracker's heartbeat watch,
+ * the removal of replaced files, the wait for disk space). Each of those is a method here; the
+ * state they share is this object's.
+ */
+class ProjectorProcess implements Projector {
+  readonly metrics = createProjectorMetrics()
+  readonly #config: ProjectorConfig
+  readonly #logger: Logger
+  readonly #clock: () => Date
+  readonly #onFatal: ((error: Error) => void) | undefined
+  #generation: Generation
+  #applier: LaneApplier | undefined
+  #source: KafkaSource | undefined
+  #admin: FastifyInstance | undefined
+  #ready = false
   /**
    * The generation a rebuild replaces, for the stamps of unchanged documents; closed once the
    * rebuild is published (from then on documents change from their own stored state).
    */
-  let prior: PriorGeneration | undefined
-  let heartbeatWatch: NodeJS.Timeout | undefined
-  let replacedSweep: NodeJS.Timeout | undefined
+  #prior: PriorGeneration | undefined
+  #heartbeatWatch: NodeJS.Timeout | undefined
+  #replacedSweep: NodeJS.Timeout | undefined
+  #consuming: Consuming | undefined
+  /** Whether applying waits for disk space (`stop` ends the wait through `#stopped`). */
+  #waitingForSpace = false
+  readonly #stopped = new AbortController()
 
-  function openApplier(offsetGuard: boolean, previous?: Generation): LaneApplier {
-    if (previous !== undefined) prior = openPriorGeneration(previous)
+  constructor(deps: ProjectorDeps) {
+    this.#config = deps.config
+    this.#logger = deps.logger
+    this.#clock = deps.clock ?? (() => new Date())
+    this.#onFatal = deps.onFatal
+    this.#generation = deps.generation ?? ensureCurrentGeneration(deps.config.dataDir)
+  }
+
+  get generation(): Generation {
+    return this.#generation
+  }
+
+  adminAddress(): string | undefined {
+    const address = this.#admin?.server.address()
+    return address && typeof address === 'object'
+      ? `http://${address.address}:${address.port}`
+      : undefined
+  }
+
+  #openApplier(offsetGuard: boolean, previous?: Generation): LaneApplier {
+    const config = this.#config
+    if (previous !== undefined) this.#prior = openPriorGeneration(previous)
+    const prior = this.#prior
     const priorStamp = prior === undefined ? undefined : prior.priorStamp.bind(prior)
-    applier ??= createLaneApplier({
+    this.#applier ??= createLaneApplier({
       lanes: config.lanes,
-      generation,
+      generation: this.#generation,
       topicPrefix: config.topicPrefix,
-      logger,
+      logger: this.#logger,
       offsetGuard,
       walCheckpointBytes: config.walCheckpointBytes,
       deferDocumentsUntilCaughtUp: true,
@@ -144,29 +189,31 @@ export function createProjector(deps: ProjectorDeps): Projector {
       maxOpenFiles: config.openFilesMax,
       cacheBudgetBytes: config.sqliteCacheBytes,
       documentBuildWorkers: config.documentBuildWorkers,
-      clock,
+      clock: this.#clock,
       ...(priorStamp === undefined ? {} : { priorStamp, previousGeneration: previous }),
     })
-    ready = applier.caughtUp
-    metrics.setCaughtUp(ready)
-    return applier
+    this.#ready = this.#applier.caughtUp
+    this.metrics.setCaughtUp(this.#ready)
+    return this.#applier
   }
 
-  function retirePrevious(): void {
-    prior?.close()
-    prior = undefined
+  #retirePrevious(): void {
+    this.#prior?.close()
+    this.#prior = undefined
   }
 
   /**
    * Files a swap replaced before this start, whose removal a stop cut short (a restart within the
    * grace): removed once the grace has passed from now, if still replaced then.
    */
-  function sweepReplacedFiles(): void {
+  #sweepReplacedFiles(): void {
+    const generation = this.#generation
+    const logger = this.#logger
     const replacedNow = () =>
       replacedFiles(generation, readOrganizationFiles(generation.controlPath))
     const atStart = new Set(replacedNow())
     if (atStart.size === 0) return
-    replacedSweep = setTimeout(() => {
+    this.#replacedSweep = setTimeout(() => {
       try {
         const removed = replacedNow().filter((path) => atStart.has(path))
         for (const path of removed) rmSync(path, { force: true })
@@ -178,8 +225,9 @@ export function createProjector(deps: ProjectorDeps): Projector {
   }
 
   /** Swaps in rebuilt organization files (storage/handover.ts), between two batches. */
-  async function takeHandovers(requests: readonly HandoverRequest[]): Promise<void> {
-    const a = applier!
+  async #takeHandovers(requests: readonly HandoverRequest[]): Promise<void> {
+    const a = this.#applier!
+    const generation = this.#generation
     for (const request of requests) {
       const { organizationId, file } = request
       const current = a.control.organizationFile(organizationId)
@@ -191,7 +239,7 @@ export function createProjector(deps: ProjectorDeps): Projector {
       const replaced = generation.organizationPath(organizationId, current)
       const restamped = await a.replaceOrganizationFile(organizationId, file)
       completeHandover(generation, organizationId)
-      logger.info(
+      this.#logger.info(
         { organizationId, file, restamped, requestedBy: request.requestedBy },
         'now serving a rebuilt organization file',
       )
@@ -203,106 +251,97 @@ export function createProjector(deps: ProjectorDeps): Projector {
     }
   }
 
-  const onBatch = (outcome: BatchOutcome, seconds: number) => {
-    metrics.recordBatch(outcome, seconds, clock().getTime())
+  readonly #onBatch = (outcome: BatchOutcome, seconds: number): void => {
+    this.metrics.recordBatch(outcome, seconds, this.#clock().getTime())
   }
 
   /**
    * The freshness tracker of the generation this process writes (docs/freshness.md), resuming from
    * what it published last, and its one warning when no heartbeat comes.
    */
-  function freshnessFor(gen: Generation) {
+  #freshnessFor(gen: Generation) {
+    const { freshness } = this.#config
     const tracker = new FreshnessTracker({
-      settleMs: config.freshness.settleMs,
+      settleMs: freshness.settleMs,
       previous: readFreshness(gen.dir),
     })
-    metrics.watchFreshness(() => ({
+    this.metrics.watchFreshness(() => ({
       completeThroughMs: tracker.completeThroughMs,
       clockBehindMs: tracker.clockBehindMs,
     }))
-    clearTimeout(heartbeatWatch)
-    heartbeatWatch = setTimeout(function check() {
-      if (!ready || tracker.heartbeats > 0) {
-        if (tracker.heartbeats === 0) heartbeatWatch = setTimeout(check, 1_000).unref()
+    clearTimeout(this.#heartbeatWatch)
+    const check = (): void => {
+      if (!this.#ready || tracker.heartbeats > 0) {
+        if (tracker.heartbeats === 0) this.#heartbeatWatch = setTimeout(check, 1_000).unref()
         return
       }
-      logger.warn(
-        { topic: config.freshness.heartbeatTopic, waitedMs: config.freshness.missingWarnMs },
+      this.#logger.warn(
+        { topic: freshness.heartbeatTopic, waitedMs: freshness.missingWarnMs },
         "no heartbeat from the database: responses say their freshness is unknown. Is the replica_heartbeat table in the connector's publication, and heartbeat.action.query set? (docs/freshness.md)",
       )
-    }, config.freshness.missingWarnMs).unref()
+    }
+    this.#heartbeatWatch = setTimeout(check, freshness.missingWarnMs).unref()
     return {
-      heartbeatTopic: config.freshness.heartbeatTopic,
+      heartbeatTopic: freshness.heartbeatTopic,
       tracker,
-      onHeartbeat: (delayMs: number) => metrics.recordHeartbeat(delayMs),
-      publish: () => writeFreshness(gen.dir, tracker.record(clock().getTime())),
+      onHeartbeat: (delayMs: number) => this.metrics.recordHeartbeat(delayMs),
+      publish: () => writeFreshness(gen.dir, tracker.record(this.#clock().getTime())),
     }
   }
 
   /** Builds what the load deferred and records the catch-up; false if stopped before that. */
-  const caughtUp = async (): Promise<boolean> => {
-    const a = applier
+  async #caughtUp(): Promise<boolean> {
+    const a = this.#applier
     if (a === undefined) return false
-    metrics.recordDocuments(await a.markCaughtUp())
+    this.metrics.recordDocuments(await a.markCaughtUp())
     if (!a.caughtUp) return false
-    ready = true
-    metrics.setCaughtUp(true)
+    this.#ready = true
+    this.metrics.setCaughtUp(true)
     return true
   }
 
-  /** What startKafka consumes with, kept to start consuming again after a full disk. */
-  let consuming:
-    | {
-        groupId: string
-        onCaughtUp: () => Promise<void>
-        progress: Progress | undefined
-        previous: Generation | undefined
-      }
-    | undefined
-  /** Whether applying waits for disk space (`stop` ends the wait through `stopped`). */
-  let waitingForSpace = false
-  const stopped = new AbortController()
-
-  const readiness = (): Readiness =>
-    waitingForSpace ? 'disk_full' : ready ? 'ready' : 'catching_up'
+  readonly #readiness = (): Readiness =>
+    this.#waitingForSpace ? 'disk_full' : this.#ready ? 'ready' : 'catching_up'
 
   /** Consumes the topics with the applier open, from the group's committed offsets. */
-  async function consume(): Promise<void> {
-    const { groupId, onCaughtUp, progress } = consuming!
-    const a = applier!
-    source = createKafkaSource({
+  async #consume(): Promise<void> {
+    const { groupId, onCaughtUp, progress } = this.#consuming!
+    const config = this.#config
+    const a = this.#applier!
+    const generation = this.#generation
+    this.#source = createKafkaSource({
       brokers: config.kafka.brokers,
       clientId: config.kafka.clientId,
       groupId,
       topicPrefix: config.topicPrefix,
       deadLetterTopic: config.deadLetterTopic,
       applier: a,
-      logger,
-      onBatch,
-      onLag: (topic, partition, lag) => metrics.setLag(topic, partition, lag),
+      logger: this.#logger,
+      onBatch: this.#onBatch,
+      onLag: (topic, partition, lag) => this.metrics.setLag(topic, partition, lag),
       onCaughtUp,
       handovers: {
         pending: () => {
           // control.db's repair (verify --repair) is applied here, between two batches, by
           // this process: the only writer of the generation.
-          takeControlRepair(generation, a.control.db, logger)
-          return claimHandovers(generation, logger)
+          takeControlRepair(generation, a.control.db, this.#logger)
+          return claimHandovers(generation, this.#logger)
         },
-        take: takeHandovers,
+        take: (requests) => this.#takeHandovers(requests),
       },
       progress,
-      freshness: freshnessFor(generation),
+      freshness: this.#freshnessFor(generation),
       onFatal: (error) => {
         if (isDiskFull(error)) {
-          void waitOutFullDisk(error)
+          void this.#waitOutFullDisk(error)
           return true
         }
         if (!(error instanceof LaneFailure || error instanceof ConsumerFailure)) return false
-        deps.onFatal?.(error)
+        this.#onFatal?.(error)
         return true
       },
     })
-    await source.start()
+    await this.#source.start()
   }
 
   /**
@@ -312,169 +351,165 @@ export function createProjector(deps: ProjectorDeps): Projector {
    * space returns the projector consumes again from the committed offsets, as a restart would,
    * ending with the files a run without the fault would have written.
    */
-  async function waitOutFullDisk(error: Error): Promise<void> {
-    if (waitingForSpace || stopped.signal.aborted) return
-    waitingForSpace = true
-    metrics.setDiskFull(true)
+  async #waitOutFullDisk(error: Error): Promise<void> {
+    if (this.#waitingForSpace || this.#stopped.signal.aborted) return
+    const { dataDir } = this.#config
+    this.#waitingForSpace = true
+    this.metrics.setDiskFull(true)
     let cause: unknown = error
     // Measured now, not after the stop: space freed meanwhile must count as returned.
-    let free = freeBytes(config.dataDir)
+    let free = freeBytes(dataDir)
     try {
-      await source?.stop()
-      source = undefined
+      await this.#source?.stop()
+      this.#source = undefined
       for (;;) {
-        await closeAfterFailure()
-        logger.error(
-          { err: cause, dataDir: config.dataDir, freeBytes: free },
+        await this.#closeAfterFailure()
+        this.#logger.error(
+          { err: cause, dataDir, freeBytes: free },
           'the disk under DATA_DIR is full: applying stopped, nothing past what the files hold is committed; it resumes when space returns',
         )
-        if (!(await waitForSpace(config.dataDir, free, { signal: stopped.signal }))) return
+        if (!(await waitForSpace(dataDir, free, { signal: this.#stopped.signal }))) return
         try {
-          openApplier(true, consuming!.previous)
+          this.#openApplier(true, this.#consuming!.previous)
           break
         } catch (reopening) {
           // Reopening writes too (a file's creation, control.db): still full, wait again.
           if (!isDiskFull(reopening)) throw reopening
           cause = reopening
-          free = freeBytes(config.dataDir)
+          free = freeBytes(dataDir)
         }
       }
-      logger.info(
-        { dataDir: config.dataDir, freeBytes: freeBytes(config.dataDir) },
+      this.#logger.info(
+        { dataDir, freeBytes: freeBytes(dataDir) },
         'disk space returned: applying again from the committed offsets',
       )
-      waitingForSpace = false
-      metrics.setDiskFull(false)
-      await consume()
+      this.#waitingForSpace = false
+      this.metrics.setDiskFull(false)
+      await this.#consume()
     } catch (failure) {
       // Not a condition to wait out: stop as any other fatal error does, for the supervisor.
-      waitingForSpace = false
-      deps.onFatal?.(failure instanceof Error ? failure : new Error(String(failure)))
+      this.#waitingForSpace = false
+      this.#onFatal?.(failure instanceof Error ? failure : new Error(String(failure)))
     }
   }
 
   /** Closes the files of an applier that failed, their transactions rolled back. */
-  async function closeAfterFailure(): Promise<void> {
-    await applier?.close().catch((closing: unknown) => {
-      logger.warn({ err: closing }, 'closing the files after a full disk')
+  async #closeAfterFailure(): Promise<void> {
+    await this.#applier?.close().catch((closing: unknown) => {
+      this.#logger.warn({ err: closing }, 'closing the files after a full disk')
     })
-    applier = undefined
+    this.#applier = undefined
     // A rebuild's prior generation is opened again with the applier.
-    retirePrevious()
+    this.#retirePrevious()
   }
 
-  return {
-    get generation() {
-      return generation
-    },
-    metrics,
-    adminAddress: () => {
-      const address = admin?.server.address()
-      return address && typeof address === 'object'
-        ? `http://${address.address}:${address.port}`
-        : undefined
-    },
-
-    async runFile(requestedPath, options = {}) {
-      const a = openApplier(false)
-      const deadLetterFile = deadLetterFilePath(config.dataDir)
-      const path = setAsideIfDeadLetters(requestedPath, deadLetterFile, clock(), logger)
-      const summary: FileRunSummary = {
-        records: 0,
-        applied: 0,
-        deadLettered: 0,
-        skipped: 0,
-        seconds: 0,
-        deadLetterFile: undefined,
-        peakRssMb: 0,
+  async runFile(
+    requestedPath: string,
+    options: { batchSize?: number; progress?: Progress } = {},
+  ): Promise<FileRunSummary> {
+    const a = this.#openApplier(false)
+    const deadLetterFile = deadLetterFilePath(this.#config.dataDir)
+    const path = setAsideIfDeadLetters(requestedPath, deadLetterFile, this.#clock(), this.#logger)
+    const summary: FileRunSummary = {
+      records: 0,
+      applied: 0,
+      deadLettered: 0,
+      skipped: 0,
+      seconds: 0,
+      deadLetterFile: undefined,
+      peakRssMb: 0,
+    }
+    const started = process.hrtime.bigint()
+    const { progress } = options
+    progress?.setTotal(statSync(path).size)
+    const batches = readLineBatches(path, options.batchSize ?? FILE_BATCH_RECORDS, (bytes) =>
+      progress?.add(bytes),
+    )
+    const settle = (outcome: BatchOutcome, lines: number, t0: bigint) => {
+      appendDeadLetters(deadLetterFile, outcome.deadLetters)
+      logDeadLetters(this.#logger, outcome.deadLetters)
+      this.#onBatch(outcome, Number(process.hrtime.bigint() - t0) / 1e9)
+      summary.records += lines
+      summary.deadLettered += outcome.deadLetters.length
+      summary.skipped += outcome.skipped
+      for (const byOutcome of outcome.events.values()) summary.applied += byOutcome.applied ?? 0
+    }
+    // Batches are read and routed while the lanes apply those before, up to FILE_BATCHES_AHEAD
+    // of them, and settled in their order.
+    const ahead: { applied: Promise<BatchOutcome>; lines: number; t0: bigint }[] = []
+    try {
+      for await (const batch of batches) {
+        const t0 = process.hrtime.bigint()
+        const applied = a.applyLines(batch)
+        // Heard of when awaited below; never an unhandled rejection meanwhile.
+        applied.catch(() => undefined)
+        ahead.push({ applied, lines: lineCount(batch), t0 })
+        while (ahead.length > FILE_BATCHES_AHEAD) {
+          const oldest = ahead.shift()!
+          settle(await oldest.applied, oldest.lines, oldest.t0)
+        }
       }
-      const started = process.hrtime.bigint()
-      const { progress } = options
-      progress?.setTotal(statSync(path).size)
-      const batches = readLineBatches(path, options.batchSize ?? FILE_BATCH_RECORDS, (bytes) =>
-        progress?.add(bytes),
+      for (const oldest of ahead) settle(await oldest.applied, oldest.lines, oldest.t0)
+    } finally {
+      progress?.done()
+    }
+    await this.#caughtUp()
+    summary.seconds = Number(process.hrtime.bigint() - started) / 1e9
+    summary.peakRssMb = Math.round(process.resourceUsage().maxRSS / 1024)
+    if (summary.deadLettered > 0) summary.deadLetterFile = deadLetterFile
+    return summary
+  }
+
+  async startKafka(options: { rebuild?: boolean; progress?: Progress } = {}): Promise<void> {
+    const config = this.#config
+    let groupId: string
+    let onCaughtUp = async () => void (await this.#caughtUp())
+    let previous: Generation | undefined
+    if (options.rebuild === true) {
+      previous = currentGeneration(config.dataDir)
+      this.#generation = prepareGeneration(config.dataDir, newGenerationName(this.#clock()))
+      const generation = this.#generation
+      groupId = `${config.kafka.groupId}.${generation.name}`
+      this.#openApplier(true, previous)
+      onCaughtUp = async () => {
+        // Stopped mid-build: the new generation is not complete, and is not published.
+        if (!(await this.#caughtUp())) return
+        publishGeneration(config.dataDir, generation.name)
+        this.#retirePrevious()
+        await this.#applier?.retirePrevious()
+        this.#logger.info(
+          { generation: generation.name, replaced: previous?.name },
+          'rebuild caught up: now serving the new generation',
+        )
+      }
+      this.#logger.info(
+        { generation: generation.name, groupId },
+        'rebuilding into a new generation',
       )
-      const settle = (outcome: BatchOutcome, lines: number, t0: bigint) => {
-        appendDeadLetters(deadLetterFile, outcome.deadLetters)
-        logDeadLetters(logger, outcome.deadLetters)
-        onBatch(outcome, Number(process.hrtime.bigint() - t0) / 1e9)
-        summary.records += lines
-        summary.deadLettered += outcome.deadLetters.length
-        summary.skipped += outcome.skipped
-        for (const byOutcome of outcome.events.values()) summary.applied += byOutcome.applied ?? 0
-      }
-      // Batches are read and routed while the lanes apply those before, up to FILE_BATCHES_AHEAD
-      // of them, and settled in their order.
-      const ahead: { applied: Promise<BatchOutcome>; lines: number; t0: bigint }[] = []
-      try {
-        for await (const batch of batches) {
-          const t0 = process.hrtime.bigint()
-          const applied = a.applyLines(batch)
-          // Heard of when awaited below; never an unhandled rejection meanwhile.
-          applied.catch(() => undefined)
-          ahead.push({ applied, lines: lineCount(batch), t0 })
-          while (ahead.length > FILE_BATCHES_AHEAD) {
-            const oldest = ahead.shift()!
-            settle(await oldest.applied, oldest.lines, oldest.t0)
-          }
-        }
-        for (const oldest of ahead) settle(await oldest.applied, oldest.lines, oldest.t0)
-      } finally {
-        progress?.done()
-      }
-      await caughtUp()
-      summary.seconds = Number(process.hrtime.bigint() - started) / 1e9
-      summary.peakRssMb = Math.round(process.resourceUsage().maxRSS / 1024)
-      if (summary.deadLettered > 0) summary.deadLetterFile = deadLetterFile
-      return summary
-    },
+    } else {
+      this.#openApplier(true)
+      this.#sweepReplacedFiles()
+      // A generation keeps the consumer group that built it, so a restart resumes, not replays.
+      groupId = this.#applier!.control.consumerGroup() ?? config.kafka.groupId
+    }
+    this.#applier!.control.recordConsumerGroup(groupId)
+    this.#admin = buildAdmin({ registry: this.metrics.registry, readiness: this.#readiness })
+    await this.#admin.listen({ host: config.admin.host, port: config.admin.port })
+    this.#consuming = { groupId, onCaughtUp, progress: options.progress, previous }
+    await this.#consume()
+  }
 
-    async startKafka(options = {}) {
-      let groupId: string
-      let onCaughtUp = async () => void (await caughtUp())
-      let previous: Generation | undefined
-      if (options.rebuild === true) {
-        previous = currentGeneration(config.dataDir)
-        generation = prepareGeneration(config.dataDir, newGenerationName(clock()))
-        groupId = `${config.kafka.groupId}.${generation.name}`
-        openApplier(true, previous)
-        onCaughtUp = async () => {
-          // Stopped mid-build: the new generation is not complete, and is not published.
-          if (!(await caughtUp())) return
-          publishGeneration(config.dataDir, generation.name)
-          retirePrevious()
-          await applier?.retirePrevious()
-          logger.info(
-            { generation: generation.name, replaced: previous?.name },
-            'rebuild caught up: now serving the new generation',
-          )
-        }
-        logger.info({ generation: generation.name, groupId }, 'rebuilding into a new generation')
-      } else {
-        openApplier(true)
-        sweepReplacedFiles()
-        // A generation keeps the consumer group that built it, so a restart resumes, not replays.
-        groupId = applier!.control.consumerGroup() ?? config.kafka.groupId
-      }
-      applier!.control.recordConsumerGroup(groupId)
-      admin = buildAdmin({ registry: metrics.registry, readiness })
-      await admin.listen({ host: config.admin.host, port: config.admin.port })
-      consuming = { groupId, onCaughtUp, progress: options.progress, previous }
-      await consume()
-    },
-
-    async stop() {
-      stopped.abort()
-      // First: a Kafka batch waiting for the catch-up build would hold up the consumer's stop.
-      applier?.stopBuilding()
-      clearTimeout(heartbeatWatch)
-      clearTimeout(replacedSweep)
-      await source?.stop()
-      await admin?.close()
-      await applier?.close()
-      applier = undefined
-      retirePrevious()
-    },
+  async stop(): Promise<void> {
+    this.#stopped.abort()
+    // First: a Kafka batch waiting for the catch-up build would hold up the consumer's stop.
+    this.#applier?.stopBuilding()
+    clearTimeout(this.#heartbeatWatch)
+    clearTimeout(this.#replacedSweep)
+    await this.#source?.stop()
+    await this.#admin?.close()
+    await this.#applier?.close()
+    this.#applier = undefined
+    this.#retirePrevious()
   }
 }
 
