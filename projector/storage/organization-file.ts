@@ -328,6 +328,7 @@ export function openOrganizationFile(
 
   /** Commits in WAL since the log was last synced or handed over (`takeUnsyncedWal`). */
   let unsynced = false
+  const walPath = `${path}-wal`
 
   function commit(): void {
     const committing = db.inTransaction && documents.wal
@@ -338,7 +339,7 @@ export function openOrganizationFile(
 
   function syncLog(): void {
     if (!unsynced) return
-    syncWal(`${path}-wal`)
+    syncWal(walPath)
     unsynced = false
   }
 
@@ -392,7 +393,7 @@ export function openOrganizationFile(
     takeUnsyncedWal() {
       if (!unsynced) return undefined
       unsynced = false
-      return `${path}-wal`
+      return walPath
     },
     syncWal: syncLog,
     boundWal: (maxBytes) => boundWal(db, path, maxBytes),

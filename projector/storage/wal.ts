@@ -24,15 +24,14 @@ export function boundWal(db: SqliteDatabase, path: string, maxBytes: number): bo
 
 /**
  * Makes a write-ahead log's committed frames durable: what an organization file's commits
- * (synchronous=NORMAL, src/sqlite.ts) leave to their writer. A log that is gone was checkpointed
- * into its file, and a checkpoint syncs both before it removes the log: nothing left to sync.
+ * (synchronous=NORMAL, src/sqlite.ts) leave to their writer (`checkpointedAway`: one gone).
  */
 export function syncWal(walPath: string): void {
   let fd: number
   try {
     fd = openSync(walPath, 'r')
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
+    if (checkpointedAway(error)) return
     throw error
   }
   try {
@@ -68,7 +67,7 @@ async function syncOne(walPath: string): Promise<void> {
   try {
     handle = await open(walPath, 'r')
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return
+    if (checkpointedAway(error)) return
     throw error
   }
   try {
@@ -76,4 +75,12 @@ async function syncOne(walPath: string): Promise<void> {
   } finally {
     await handle.close()
   }
+}
+
+/**
+ * A log that is gone was checkpointed into its file, and a checkpoint syncs both before it
+ * removes the log: nothing is left to sync. Any other failure to open it is the caller's.
+ */
+function checkpointedAway(error: unknown): boolean {
+  return (error as NodeJS.ErrnoException).code === 'ENOENT'
 }
