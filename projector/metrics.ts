@@ -1,6 +1,6 @@
 // What platform teams alert on, in Prometheus format.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import type { BatchOutcome } from './lanes/apply.ts'
+import type { BatchOutcome, EventTally } from './lanes/apply.ts'
 import type { RefreshStats } from './documents/index.ts'
 
 export interface ProjectorMetrics {
@@ -8,6 +8,8 @@ export interface ProjectorMetrics {
   recordBatch(outcome: BatchOutcome, seconds: number, now: number): void
   /** Documents written outside a batch: the one-time build at the end of an initial load. */
   recordDocuments(stats: RefreshStats): void
+  /** Events applied outside a batch: an initial load's spools, at a commit (lanes/lane-core.ts). */
+  recordEvents(events: EventTally): void
   setLag(topic: string, partition: number, lag: number): void
   setCaughtUp(caughtUp: boolean): void
   /** Whether applying has stopped because the disk under DATA_DIR is full (disk-space.ts). */
@@ -102,6 +104,12 @@ export function createProjectorMetrics(): ProjectorMetrics {
     commitToApplied.observe(Math.max(0, ms) / 1000)
   }
 
+  function recordEvents(tally: EventTally): void {
+    for (const [table, byOutcome] of Object.entries(tally)) {
+      for (const [what, n] of Object.entries(byOutcome)) events.inc({ table, outcome: what }, n)
+    }
+  }
+
   function recordDocuments(stats: RefreshStats): void {
     documents.inc({ result: 'rewritten' }, stats.rewritten)
     documents.inc({ result: 'unchanged' }, stats.unchanged)
@@ -113,9 +121,7 @@ export function createProjectorMetrics(): ProjectorMetrics {
     recordBatch(outcome, seconds, now) {
       batchSeconds.observe(seconds)
       skipped.inc(outcome.skipped)
-      for (const [table, byOutcome] of outcome.events) {
-        for (const [what, n] of Object.entries(byOutcome)) events.inc({ table, outcome: what }, n)
-      }
+      recordEvents(Object.fromEntries(outcome.events))
       recordDocuments(outcome.documents)
       if (outcome.latestCommittedAtMs !== undefined) {
         visibleDelay.observe(Math.max(0, (now - outcome.latestCommittedAtMs) / 1000))
@@ -123,6 +129,7 @@ export function createProjectorMetrics(): ProjectorMetrics {
       }
     },
     recordDocuments,
+    recordEvents,
     setLag: (topic, partition, n) => lag.set({ topic, partition: String(partition) }, n),
     setCaughtUp: (value) => caughtUp.set(value ? 1 : 0),
     setDiskFull(full) {

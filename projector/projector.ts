@@ -318,6 +318,7 @@ class ProjectorProcess implements Projector {
       applier: a,
       logger: this.#logger,
       onBatch: this.#onBatch,
+      onCommitted: (events) => this.metrics.recordEvents(events),
       onLag: (topic, partition, lag) => this.metrics.setLag(topic, partition, lag),
       onCaughtUp,
       handovers: {
@@ -450,6 +451,10 @@ class ProjectorProcess implements Projector {
         }
       }
       for (const oldest of ahead) settle(await oldest.applied, oldest.lines, oldest.t0)
+      // The last round commits here, not in the build: what its spools applied is counted.
+      const drained = await a.commit()
+      this.metrics.recordEvents(drained)
+      for (const byOutcome of Object.values(drained)) summary.applied += byOutcome.applied ?? 0
     } finally {
       progress?.done()
     }

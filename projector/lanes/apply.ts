@@ -21,7 +21,13 @@ import { nextStamp } from '../storage/stamp.ts'
 import { DocumentBuild } from './catch-up.ts'
 import { LaneCore } from './lane-core.ts'
 import type { LaneOutcome } from './lane-protocol.ts'
-import { loadRoundOver, type BatchOutcome } from './outcome.ts'
+import {
+  addTally,
+  loadRoundOver,
+  takeTally,
+  type BatchOutcome,
+  type EventTally,
+} from './outcome.ts'
 import {
   BufferPool,
   PackedBatch,
@@ -31,7 +37,7 @@ import {
   type PackedShare,
 } from './pack.ts'
 
-export { loadRoundOver, type BatchOutcome, type DeadLetter } from './outcome.ts'
+export { loadRoundOver, type BatchOutcome, type DeadLetter, type EventTally } from './outcome.ts'
 
 export interface ApplierOptions {
   generation: Generation
@@ -88,8 +94,11 @@ export interface ApplierOptions {
 
 export interface Applier {
   applyBatch(records: readonly SourceRecord[]): BatchOutcome
-  /** Commits what an initial load holds open (`loadCommitEvents`); nothing otherwise. */
-  commit(): void
+  /**
+   * Commits what an initial load holds open (`loadCommitEvents`); nothing otherwise. Returns the
+   * outcomes of the events a round's spool applied (lane-core.ts) not reported yet by a batch.
+   */
+  commit(): EventTally
   /**
    * Records that the replica has caught up with its source, so the api serves it: first builds
    * the documents still deferred, organization by organization, yielding between them (a Kafka
@@ -159,6 +168,8 @@ class InlineApplier implements Applier {
   readonly #stopBuilds = new AbortController()
   /** Events applied in the transactions held open since the last commit (initial load). */
   #uncommittedEvents = 0
+  /** Outcomes of what a round's spool applied, until a batch's outcome or a commit reports them. */
+  readonly #drained: EventTally = {}
 
   constructor(options: ApplierOptions) {
     this.#options = options
@@ -243,9 +254,10 @@ class InlineApplier implements Applier {
     if (!hold) this.control.boundWal(this.#options.walCheckpointBytes)
     else {
       this.#uncommittedEvents += records.length
-      if (loadRoundOver(this.#uncommittedEvents, heldFiles, this.#options)) this.commit()
+      if (loadRoundOver(this.#uncommittedEvents, heldFiles, this.#options)) this.#commitHeld()
       else batch.outcome.committed = false
     }
+    batch.addEvents(takeTally(this.#drained))
     return batch.outcome
   }
 
@@ -259,11 +271,17 @@ class InlineApplier implements Applier {
   }
 
   /** Commits every held transaction, then bounds the WALs. */
-  commit(): void {
+  commit(): EventTally {
+    this.#commitHeld()
+    return takeTally(this.#drained)
+  }
+
+  /** Commits what is held; what its spool applied is reported by the next batch or commit. */
+  #commitHeld(): void {
     // Nothing held (control.db's transaction opens first whenever one is): each batch committed
     // and bounded its own WALs.
     if (!this.control.db.inTransaction) return
-    this.#lane.commit()
+    addTally(this.#drained, this.#lane.commit())
     this.control.commit()
     this.control.boundWal(this.#options.walCheckpointBytes)
     this.#uncommittedEvents = 0
@@ -277,12 +295,12 @@ class InlineApplier implements Applier {
   }
 
   closeFiles(): void {
-    this.commit()
+    this.#commitHeld()
     this.#lane.closeFiles()
   }
 
   replaceOrganizationFile(organizationId: string, replacement: string): number {
-    this.commit()
+    this.#commitHeld()
     const current = this.#lane.organizationFile(organizationId)
     const { path: currentPath, lastStamp: currentLastStamp } = current
     this.#lane.closeFiles([organizationId])
@@ -295,7 +313,7 @@ class InlineApplier implements Applier {
   async markCaughtUp(): Promise<RefreshStats> {
     if (this.#caughtUp || this.#stopping()) return { rewritten: 0, unchanged: 0, removed: 0 }
     // The build reads (and on workers, opens) the files: what the load holds open goes first.
-    this.commit()
+    this.#commitHeld()
     // The build is where the load's memory peaks: it never reads control.db, so those pages (the
     // routes the load wrote) make room for the build's, and so does the load's garbage, which
     // V8 would otherwise keep alongside the build's. control.db's share comes back once built.
@@ -336,7 +354,7 @@ class InlineApplier implements Applier {
   #recordCaughtUp(): void {
     // What batches applied during the build hold commits first: a file built inside their
     // transaction takes WAL at that commit, before the api may open it (organization-file.ts).
-    this.commit()
+    this.#commitHeld()
     this.control.markCaughtUp(this.#clock())
     this.#caughtUp = true
     this.#giveControlItsShare()

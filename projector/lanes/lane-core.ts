@@ -4,6 +4,8 @@
 // (apply.ts: a rebuild, verify's build, the document build at catch-up) runs one inline, on its own
 // thread. The main thread routes and packs a batch (pack.ts); a lane decodes what came as bytes,
 // checks it against what the bytes named, and applies each organization's events in their order.
+import { join } from 'node:path'
+import { threadId } from 'node:worker_threads'
 import type { Generation } from '../../src/layout.ts'
 import type { OrganizationTable } from '../../schema/events.ts'
 import { cacheShares } from '../storage/cache-budget.ts'
@@ -13,20 +15,31 @@ import {
   ITEM_FIELDS,
   ItemKind,
   type BatchRequest,
+  type EventTally,
   type LaneAnswer,
   type LaneOutcome,
   type LaneRequest,
 } from './lane-protocol.ts'
 import {
+  createFromImage,
   openOrganizationFile,
   useOrganizationFile,
   type OrganizationEvent,
   type OrganizationFile,
 } from '../storage/organization-file.ts'
 import { FileSourceError, LineReader } from '../decode/file-line.ts'
+import { LoadSpool } from './load-spool.ts'
 
 /** Events decoded before they are applied, in an initial load (`LaneBatch.toOrganization`). */
 const LOAD_APPLY_EVENTS = 500
+
+/**
+ * Files a lane holds open in an initial load's round; the round's other organizations go through
+ * its spool (load-spool.ts). Seven organizations never reach it (nothing is spooled, as before);
+ * 3,000 held open cost 1.5 GB. Sixteen a lane keep the organizations a bench's snapshot brings in
+ * long runs (one organization after another) direct, at about 8 MB.
+ */
+export const LOAD_DIRECT_FILES = 16
 
 export interface LaneCoreOptions {
   lane: number
@@ -59,6 +72,8 @@ export class LaneCore {
   readonly files = new Map<string, OrganizationFile>()
   readonly reader = new LineReader()
   #cacheKiB: number | undefined
+  /** An initial load's events for the organizations past `LOAD_DIRECT_FILES` (load-spool.ts). */
+  #spool: LoadSpool | undefined
 
   constructor(readonly options: LaneCoreOptions) {}
 
@@ -114,23 +129,85 @@ export class LaneCore {
   }
 
   /**
-   * Commits every file's held transaction, syncs what that wrote to a log (a file built before
-   * this load's round: rare, one after another), then bounds its WAL.
+   * An initial load's file for this organization in the round's transaction, opened and begun if
+   * the lane holds fewer than `LOAD_DIRECT_FILES`; undefined when its events go to the spool this
+   * round. Once spooled, always (its events stay in their order).
    */
-  commit(): void {
+  heldFile(organizationId: string): OrganizationFile | undefined {
+    if (this.#spool?.has(organizationId) === true) return undefined
+    const open = this.files.get(organizationId)
+    if (open?.inTransaction !== true) {
+      if (this.#directFiles() >= Math.min(LOAD_DIRECT_FILES, this.options.maxOpenFiles)) {
+        return undefined
+      }
+    }
+    const file = this.organizationFile(organizationId)
+    file.begin()
+    return file
+  }
+
+  /**
+   * The lane's spool, for an organization `heldFile` turned away. Its file is made now, empty (a
+   * copy of the new file's image), as opening it would: a truncate reaches every organization
+   * with a file (pack.ts).
+   */
+  spoolFor(organizationId: string): LoadSpool {
+    const name = `.load-spool-${process.pid}-${threadId}-${this.options.lane}`
+    const spool = (this.#spool ??= new LoadSpool(join(this.options.generation.dir, name)))
+    if (!spool.has(organizationId) && !this.files.has(organizationId)) {
+      createFromImage(this.organizationPath(organizationId), this.options.deferDocuments())
+    }
+    return spool
+  }
+
+  /**
+   * Commits every file's held transaction, syncs what that wrote to a log (a file built before
+   * this load's round: rare, one after another), then bounds its WAL; then applies what the round
+   * spooled, organization by organization. Returns the spooled events' outcomes.
+   */
+  commit(): EventTally {
     for (const file of this.files.values()) {
       if (!file.inTransaction) continue
       file.commit()
       file.syncWal()
       file.boundWal(this.options.walCheckpointBytes)
     }
+    return this.#drainSpool()
+  }
+
+  /**
+   * Each spooled organization's file is opened, takes the round's events in one transaction,
+   * commits and closes: the next organization's takes its place. A failure leaves the files not
+   * committed yet as they were, and the caller rolls the rest back (the source replays the round).
+   */
+  #drainSpool(): EventTally {
+    const tally: EventTally = {}
+    const spool = this.#spool
+    if (spool === undefined || spool.organizations === 0) return tally
+    const count = (table: string, what: string): void => {
+      const byOutcome = (tally[table] ??= {})
+      byOutcome[what] = (byOutcome[what] ?? 0) + 1
+    }
+    const now = new Date()
+    spool.drain(LOAD_APPLY_EVENTS, (organizationId, parts) => {
+      const file = this.organizationFile(organizationId)
+      file.begin()
+      for (const part of parts) file.apply(part, now, count)
+      file.commit()
+      this.closeFiles([organizationId])
+    })
+    return tally
   }
 
   rollback(): void {
     for (const file of this.files.values()) file.rollback()
+    this.#spool?.clear()
   }
 
-  /** Closes these organizations' files (every file: none named); another writer may take them. */
+  /**
+   * Closes these organizations' files (every file: none named); another writer may take them.
+   * Closing every file forgets what the spool holds: a stop, whose round is replayed.
+   */
   closeFiles(organizations?: readonly string[]): void {
     for (const organizationId of organizations ?? [...this.files.keys()]) {
       const file = this.files.get(organizationId)
@@ -138,10 +215,18 @@ export class LaneCore {
       this.files.delete(organizationId)
       file.close()
     }
+    if (organizations === undefined) {
+      this.#spool?.close()
+      this.#spool = undefined
+    }
   }
 
-  /** Files in an initial load's held transaction. */
+  /** Files in an initial load's held transaction, or in its spool (applied at its commit). */
   heldFiles(): number {
+    return this.#directFiles() + (this.#spool?.organizations ?? 0)
+  }
+
+  #directFiles(): number {
     let held = 0
     for (const file of this.files.values()) if (file.inTransaction) held++
     return held
@@ -157,8 +242,7 @@ export class LaneCore {
         case 'batch':
           return { seq: request.seq, ok: true, outcome: this.applyBatch(request) }
         case 'commit':
-          this.commit()
-          break
+          return { seq: request.seq, ok: true, outcome: drainedOutcome(this.commit()) }
         case 'rollback':
           this.rollback()
           break
@@ -184,6 +268,19 @@ export class LaneCore {
         fileSource: error instanceof FileSourceError,
       }
     }
+  }
+}
+
+/** A commit's answer: the outcomes of the events its spool applied. */
+function drainedOutcome(events: EventTally): LaneOutcome {
+  return {
+    deadLetters: [],
+    events,
+    documents: { rewritten: 0, unchanged: 0, removed: 0 },
+    latestCommittedAtMs: undefined,
+    skipped: 0,
+    heldFiles: 0,
+    unsyncedWals: [],
   }
 }
 
@@ -251,7 +348,10 @@ class LaneBatch {
     }
     const organizationId = strings[meta[i + 7]!]!
     if (kind === ItemKind.Ensure) {
-      this.lane.organizationFile(organizationId)
+      if (!this.request.hold) this.lane.organizationFile(organizationId)
+      else if (this.lane.heldFile(organizationId) === undefined) {
+        this.lane.spoolFor(organizationId).touch(organizationId)
+      }
       return
     }
     const record = this.#record(i)
@@ -341,9 +441,14 @@ class LaneBatch {
   /** Applies what was decoded so far, each organization's events in their order. */
   #applyDecoded(): void {
     for (const [organizationId, list] of this.#byOrganization) {
-      const file = this.lane.organizationFile(organizationId)
-      if (this.request.hold) file.begin()
-      else this.#committed.add(file)
+      const file = this.request.hold
+        ? this.lane.heldFile(organizationId)
+        : this.lane.organizationFile(organizationId)
+      if (file === undefined) {
+        this.lane.spoolFor(organizationId).append(organizationId, list)
+        continue
+      }
+      if (!this.request.hold) this.#committed.add(file)
       const result = file.apply(list, this.#now, this.count)
       addDocumentStats(this.outcome.documents, result.documents)
       file.boundWal(this.lane.options.walCheckpointBytes)

@@ -5,6 +5,9 @@
 import type { BadEventReason, SourceRecord } from '../decode/decode.ts'
 import type { RefreshStats } from '../documents/index.ts'
 import type { OrganizationEvent } from '../storage/organization-file.ts'
+import type { EventTally } from './outcome.ts'
+
+export type { EventTally } from './outcome.ts'
 
 export const ItemKind = {
   /** Bytes to decode: an upsert of the organization its bytes named (lane-hint.ts). */
@@ -74,7 +77,7 @@ export interface LaneDeadLetter {
 
 export interface LaneOutcome {
   deadLetters: LaneDeadLetter[]
-  events: Record<string, Record<string, number>>
+  events: EventTally
   documents: RefreshStats
   latestCommittedAtMs: number | undefined
   skipped: number

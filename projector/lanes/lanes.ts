@@ -22,7 +22,13 @@ import type { SourceRecord } from '../decode/decode.ts'
 import type { RefreshStats } from '../documents/index.ts'
 import { LaneAssignment } from '../routing/lane-hint.ts'
 import type { LaneAnswer, LaneOptions, LaneOutcome, LaneRequest } from './lane-protocol.ts'
-import { loadRoundOver, type BatchOutcome } from './outcome.ts'
+import {
+  addTally,
+  loadRoundOver,
+  takeTally,
+  type BatchOutcome,
+  type EventTally,
+} from './outcome.ts'
 import {
   BufferPool,
   PackedBatch,
@@ -60,7 +66,11 @@ export interface LaneApplier {
   applyBatch(records: readonly SourceRecord[]): Promise<BatchOutcome>
   /** Applies a file's lines; a line that is not a record rejects with a FileSourceError. */
   applyLines(batch: LineBatch): Promise<BatchOutcome>
-  commit(): Promise<void>
+  /**
+   * Commits what an initial load holds. Returns the outcomes of the events a round's spool applied
+   * (lane-core.ts) that no batch's outcome reported yet.
+   */
+  commit(): Promise<EventTally>
   markCaughtUp(): Promise<RefreshStats>
   buildInProgress(): Promise<void> | undefined
   stopBuilding(): void
@@ -200,7 +210,7 @@ class LaneCoordinator implements LaneApplier {
     this.#threads = this.#startLanes()
     this.#barrier = new CommitBarrier(options, {
       failure: () => this.#failure(),
-      commitControl: () => this.#inner.commit(),
+      commitControl: () => void addTally(this.#barrier.drained, this.#inner.commit()),
       rollbackControl: () => this.control.rollback(),
       everyLane: (type) => this.#threads.map((t) => t.request({ type })),
     })
@@ -282,6 +292,7 @@ class LaneCoordinator implements LaneApplier {
     const heldFiles = batch.merge(answers, recordAt)
     if (!hold) this.control.boundWal(this.#options.walCheckpointBytes)
     else if (!(await this.#barrier.applied(count, heldFiles))) batch.outcome.committed = false
+    batch.addEvents(takeTally(this.#barrier.drained))
     return batch.outcome
   }
 
@@ -330,9 +341,10 @@ class LaneCoordinator implements LaneApplier {
     )
   }
 
-  async commit(): Promise<void> {
+  async commit(): Promise<EventTally> {
     await this.#idle()
     await this.#barrier.commit()
+    return takeTally(this.#barrier.drained)
   }
 
   async markCaughtUp(): Promise<RefreshStats> {
@@ -343,6 +355,9 @@ class LaneCoordinator implements LaneApplier {
     // sit idle through it. New ones start once it is done.
     this.#building = (async () => {
       await this.#idle()
+      // What the load holds commits first (its spools applied), as at any round's end: closing
+      // would forget the spools.
+      await this.#barrier.commit()
       await this.#everyLane({ type: 'close' })
       await Promise.all(this.#threads.map((t) => t.terminate()))
       try {
@@ -409,6 +424,8 @@ class LaneCoordinator implements LaneApplier {
  */
 class CommitBarrier {
   #uncommittedEvents = 0
+  /** Outcomes of what the lanes' spools applied, until a batch's outcome or a commit reports them. */
+  readonly drained: EventTally = {}
   /** A lane failed while the load held transactions: they were rolled back. */
   #heldLost = false
 
@@ -418,7 +435,7 @@ class CommitBarrier {
       failure(): LaneFailure | undefined
       commitControl(): void
       rollbackControl(): void
-      everyLane(type: 'commit' | 'rollback'): Array<Promise<unknown>>
+      everyLane(type: 'commit' | 'rollback'): Array<Promise<LaneOutcome | undefined>>
     },
   ) {}
 
@@ -441,7 +458,8 @@ class CommitBarrier {
     const f = this.lanes.failure()
     if (f !== undefined) throw f
     this.lanes.commitControl()
-    await Promise.all(this.lanes.everyLane('commit'))
+    const answers = await Promise.all(this.lanes.everyLane('commit'))
+    for (const answer of answers) if (answer !== undefined) addTally(this.drained, answer.events)
     this.#uncommittedEvents = 0
   }
 

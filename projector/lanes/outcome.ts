@@ -24,6 +24,24 @@ export interface BatchOutcome {
   committed: boolean
 }
 
+/** Events by table and outcome, as a lane counts them (lane-protocol.ts `LaneOutcome.events`). */
+export type EventTally = Record<string, Record<string, number>>
+
+/** Adds `from` into `into`. */
+export function addTally(into: EventTally, from: EventTally): void {
+  for (const [table, byOutcome] of Object.entries(from)) {
+    const sum = (into[table] ??= {})
+    for (const [what, n] of Object.entries(byOutcome)) sum[what] = (sum[what] ?? 0) + n
+  }
+}
+
+/** Takes what `tally` holds (emptied), for the outcome or commit that reports it. */
+export function takeTally(tally: EventTally): EventTally {
+  const taken = { ...tally }
+  for (const table of Object.keys(tally)) delete tally[table]
+  return taken
+}
+
 /** The commit barrier's count of an initial load's held events (apply.ts `loadCommitEvents`). */
 export interface LoadRound {
   loadCommitEvents?: number | undefined

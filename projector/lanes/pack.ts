@@ -15,7 +15,7 @@ import { laterCommit, type SourceRecord } from '../decode/decode.ts'
 import { laneHint, type LaneHint } from '../routing/lane-hint.ts'
 import { ItemKind, type BatchRequest, type LaneOutcome } from './lane-protocol.ts'
 import type { OrganizationEvent } from '../storage/organization-file.ts'
-import type { BatchOutcome, DeadLetter } from './outcome.ts'
+import type { BatchOutcome, DeadLetter, EventTally } from './outcome.ts'
 import type { LineBatch, LineReader } from '../decode/file-line.ts'
 
 /**
@@ -237,6 +237,13 @@ export class PackedBatch {
     byOutcome[what] = (byOutcome[what] ?? 0) + n
   }
 
+  /** Counts events a lane applied (a batch's share, or what a round's spool applied). */
+  addEvents(events: EventTally): void {
+    for (const [table, byOutcome] of Object.entries(events)) {
+      for (const [what, n] of Object.entries(byOutcome)) this.tally(table, what, n)
+    }
+  }
+
   /** The packer of the organization's lane; undefined for one a rebuild does not keep. */
   #packerOf(organizationId: string): LanePacker | undefined {
     this.#inBatch.add(organizationId)
@@ -404,9 +411,7 @@ export class PackedBatch {
         const { reason, message } = letter
         this.#letters.push({ order: letter.index, letter: { record, reason, message } })
       }
-      for (const [table, byOutcome] of Object.entries(answer.events)) {
-        for (const [what, n] of Object.entries(byOutcome)) this.tally(table, what, n)
-      }
+      this.addEvents(answer.events)
       outcome.documents.rewritten += answer.documents.rewritten
       outcome.documents.unchanged += answer.documents.unchanged
       outcome.documents.removed += answer.documents.removed

@@ -13,7 +13,7 @@ import {
 import type { Logger } from 'pino'
 import { sourceTables } from '../../schema/events.ts'
 import type { Progress } from '../../src/progress.ts'
-import type { BatchOutcome } from '../lanes/apply.ts'
+import type { BatchOutcome, EventTally } from '../lanes/apply.ts'
 import { deadLetterHeaders, deadLetterValue, logDeadLetters } from './dead-letters.ts'
 import type { SourceRecord } from '../decode/decode.ts'
 import { heartbeatCommitMs, type FreshnessTracker } from './freshness.ts'
@@ -50,6 +50,8 @@ export interface KafkaSourceOptions {
    */
   onFatal?: (error: Error) => boolean
   onBatch: (outcome: BatchOutcome, seconds: number) => void
+  /** Outcomes of an initial load's spooled events, applied at a commit no batch reported. */
+  onCommitted?: (events: EventTally) => void
   onLag: (topic: string, partition: number, lag: number) => void
   /** Once, the first time the lag is zero everywhere; the next lag check waits for it. */
   onCaughtUp: () => Promise<void>
@@ -92,8 +94,11 @@ export class ConsumerFailure extends Error {
 /** What the source needs of an applier: the single-threaded one (apply.ts) or the lanes. */
 export interface BatchApplier {
   applyBatch(records: readonly SourceRecord[]): BatchOutcome | Promise<BatchOutcome>
-  /** Commits what an initial load holds open (`loadCommitEvents`). */
-  commit(): void | Promise<void>
+  /**
+   * Commits what an initial load holds open (`loadCommitEvents`); returns the outcomes of events
+   * its spools applied that no batch's outcome reported (lanes/lane-core.ts).
+   */
+  commit(): EventTally | Promise<EventTally>
   buildInProgress(): Promise<void> | undefined
 }
 
@@ -148,6 +153,8 @@ class KafkaChangeSource implements KafkaSource {
   #failed = false
   #lastBeatCommitAt = 0
   #lastCommitAt = Date.now()
+  /** How long the last commit of applied batches took (an initial load's: its spools applied). */
+  #lastCommitMs = 0
   #progressTotalSet = false
   #handoverTimer: NodeJS.Timeout | undefined
   /** Batches and hand-overs take turns: a hand-over swaps a file between two batches. */
@@ -398,7 +405,7 @@ class KafkaChangeSource implements KafkaSource {
     // An initial load holds its files' transactions over several batches (apply.ts): their
     // offsets wait for the commit. A partition at its end, a stop, or a few seconds commit
     // now: the lag (and with it readiness) is measured from committed offsets.
-    const holdOver = Date.now() - this.#lastCommitAt >= HOLD_MS
+    const holdOver = Date.now() - this.#lastCommitAt >= holdMs(this.#lastCommitMs)
     if (outcome.committed || atEnd || !payload.isRunning() || holdOver) {
       await this.#commitApplied()
     }
@@ -428,7 +435,10 @@ class KafkaChangeSource implements KafkaSource {
   /** Commits the files, then the offsets of every batch applied so far. */
   async #commitApplied(): Promise<void> {
     if (this.#failed) return
-    await this.#applier.commit()
+    const started = Date.now()
+    const drained = await this.#applier.commit()
+    this.#lastCommitMs = Date.now() - started
+    if (Object.keys(drained).length > 0) this.#options.onCommitted?.(drained)
     this.#lastCommitAt = Date.now()
     this.#positions.filesCommitted()
     this.#freshness?.advance()
@@ -553,8 +563,22 @@ const MAX_AHEAD = 1
 /** While only beats arrive, their offsets are committed this often (the lag metric reads them). */
 const HEARTBEAT_COMMIT_MS = 5_000
 
-/** The longest an initial load holds applied batches uncommitted (with their offsets). */
+/** How long an initial load holds applied batches uncommitted (with their offsets), at least. */
 const HOLD_MS = 5_000
+
+/**
+ * And at least this many times its last commit took: a load of thousands of organizations applies
+ * their spooled events at each commit, each file opened once (lanes/lane-core.ts), so a commit
+ * every 5 s would spend most of the load reopening files. Committing no more often than this
+ * keeps commits to about a fifth of the load's time, whatever the number of organizations; what
+ * a longer hold costs is the events a crash replays.
+ */
+const HOLD_COMMIT_RATIO = 4
+
+/** How long an initial load holds its batches before the next commit. Pure. */
+export function holdMs(lastCommitMs: number): number {
+  return Math.max(HOLD_MS, HOLD_COMMIT_RATIO * lastCommitMs)
+}
 
 function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error))

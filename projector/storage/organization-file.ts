@@ -149,7 +149,7 @@ const newFileImages = new Map<boolean, Buffer>()
  * file by file, each new file cost about 35 ms of synced DDL transactions, and an initial load of
  * thousands of organizations creates thousands of files. Nothing if the file exists.
  */
-function createFromImage(path: string, deferred: boolean): void {
+export function createFromImage(path: string, deferred: boolean): void {
   if (existsSync(path)) return
   let image = newFileImages.get(deferred)
   if (image === undefined) {

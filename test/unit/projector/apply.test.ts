@@ -152,13 +152,17 @@ describe('applyBatch', () => {
   })
 
   describe('an initial load holding its transactions over batches', () => {
-    function loading(loadEventsPerHeldFile?: number) {
+    function loading(
+      loadEventsPerHeldFile?: number,
+      more: { maxOpenFiles?: number; loadCommitEvents?: number } = {},
+    ) {
       const made = testApplier(
         {
           offsetGuard: true,
           deferDocumentsUntilCaughtUp: true,
           loadCommitEvents: 3,
           ...(loadEventsPerHeldFile === undefined ? {} : { loadEventsPerHeldFile }),
+          ...more,
           clock: () => new Date('2026-11-22T10:00:00.000Z'),
         },
         undefined,
@@ -239,6 +243,121 @@ describe('applyBatch', () => {
       expect(committedProviders(ORG_A)).toEqual([uuid(1), uuid(2), uuid(3), uuid(4)])
       expect(committedProviders(ORG_B)).toEqual([uuid(5)])
       applier.close()
+    })
+
+    describe('past the files a lane holds open: the spool', () => {
+      // One file held open: ORG_A's (first seen) is written as batches come, the others' events
+      // are spooled and applied at the round's commit, organization by organization.
+      const spooling = () => loading(undefined, { maxOpenFiles: 1, loadCommitEvents: 100 })
+      const rename = (n: number, organizationId: string, lsn: number, name: string) =>
+        record({
+          table: 'providers',
+          op: 'u',
+          after: providerRow(uuid(n), organizationId, { last_name: name }),
+          lsn,
+        })
+      const lastNames = (generation: { organizationPath(id: string): string }, org: string) => {
+        const db = new Database(generation.organizationPath(org), { readonly: true })
+        try {
+          return db.prepare('SELECT last_name FROM providers ORDER BY id').pluck().all()
+        } finally {
+          db.close()
+        }
+      }
+
+      it('applies them at the commit, in their order, and counts their outcomes then', () => {
+        const { applier, generation, committedProviders } = spooling()
+        const first = applier.applyBatch([
+          provider(1),
+          provider(2, ORG_B),
+          rename(2, ORG_B, 20, 'Byron'),
+        ])
+        expect(first.committed).toBe(false)
+        // Only what was applied is counted: ORG_B's two events wait in the spool.
+        expect(first.events.get('providers')).toEqual({ applied: 1 })
+        // An older version of ORG_B's row, after the rename: it loses once applied.
+        applier.applyBatch([rename(2, ORG_B, 10, 'Older')])
+        // Its file is there from the first (a truncate reaches every organization with a file).
+        expect(committedProviders(ORG_B)).toEqual([])
+
+        expect(applier.commit()).toEqual({ providers: { applied: 2, older: 1 } })
+        expect(committedProviders(ORG_A)).toEqual([uuid(1)])
+        expect(committedProviders(ORG_B)).toEqual([uuid(2)])
+        expect(lastNames(generation, ORG_B)).toEqual(['Byron'])
+        // Reported once.
+        expect(applier.commit()).toEqual({})
+        applier.close()
+      })
+
+      it('lets a truncate in a later batch reach an organization whose events wait in the spool', () => {
+        const { applier, committedProviders } = spooling()
+        applier.applyBatch([provider(1), provider(2, ORG_B)])
+        applier.applyBatch([record({ table: 'providers', op: 't', lsn: 30 })])
+        applier.applyBatch([provider(40, ORG_B)])
+        applier.commit()
+        expect(committedProviders(ORG_A)).toEqual([])
+        expect(committedProviders(ORG_B)).toEqual([uuid(40)])
+        applier.close()
+      })
+
+      it('reports what a round applied at its end with the batch that ended it', () => {
+        const { applier } = loading(undefined, { maxOpenFiles: 1 })
+        expect(applier.applyBatch([provider(1), provider(2, ORG_B)]).committed).toBe(false)
+        const last = applier.applyBatch([provider(3, ORG_B)])
+        expect(last.committed).toBe(true)
+        expect(last.events.get('providers')).toEqual({ applied: 2 })
+        applier.close()
+      })
+
+      it('forgets the spool with the round when a batch fails, and goes on from what was committed', () => {
+        const { applier, generation, committedProviders } = spooling()
+        applier.applyBatch([provider(1), provider(2, ORG_B)])
+        applier.commit()
+        const db = new Database(generation.organizationPath(ORG_A))
+        db.exec(`CREATE TRIGGER refuse BEFORE INSERT ON providers WHEN NEW.id = '${uuid(6)}'
+                 BEGIN SELECT RAISE(ABORT, 'refused'); END`)
+        db.close()
+        applier.applyBatch([provider(4), provider(3, ORG_B)])
+        expect(() => applier.applyBatch([provider(6)])).toThrow('refused')
+        expect(applier.commit()).toEqual({})
+        expect(committedProviders(ORG_A)).toEqual([uuid(1)])
+        expect(committedProviders(ORG_B)).toEqual([uuid(2)])
+
+        // Redelivered from the last committed position, the round applies whole.
+        applier.applyBatch([provider(4), provider(3, ORG_B)])
+        expect(applier.commit()).toEqual({ providers: { applied: 1 } })
+        expect(committedProviders(ORG_A)).toEqual([uuid(1), uuid(4)])
+        expect(committedProviders(ORG_B)).toEqual([uuid(2), uuid(3)])
+        applier.close()
+      })
+
+      it('builds documents byte-identical to a load that held every file open', async () => {
+        const organizations = [ORG_A, ORG_B, uuid(900), uuid(901), uuid(902)]
+        const batches = [0, 1, 2].map((round) =>
+          organizations.flatMap((org, o) => [
+            provider(100 * o + round, org),
+            rename(100 * o, org, 1000 + 10 * round + o, `Name ${round}`),
+          ]),
+        )
+        const documents = async (maxOpenFiles: number) => {
+          const { applier, generation } = loading(undefined, { maxOpenFiles, loadCommitEvents: 7 })
+          for (const batch of batches) applier.applyBatch(batch)
+          applier.commit()
+          await applier.markCaughtUp()
+          applier.close()
+          return organizations.map((org) => {
+            const db = new Database(generation.organizationPath(org), { readonly: true })
+            try {
+              return db.prepare('SELECT id, updated_at, body FROM doc_providers ORDER BY id').all()
+            } finally {
+              db.close()
+            }
+          })
+        }
+        const held = await documents(64)
+        expect(held.flat()).toHaveLength(15)
+        expect(await documents(1)).toEqual(held)
+      })
     })
 
     it('commits before building at catch-up, and from then on every batch', async () => {
