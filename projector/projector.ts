@@ -451,14 +451,14 @@ class ProjectorProcess implements Projector {
         }
       }
       for (const oldest of ahead) settle(await oldest.applied, oldest.lines, oldest.t0)
-      // The last round commits here, not in the build: what its spools applied is counted.
-      const drained = await a.commit()
-      this.metrics.recordEvents(drained)
-      for (const byOutcome of Object.values(drained)) summary.applied += byOutcome.applied ?? 0
     } finally {
       progress?.done()
     }
     await this.#caughtUp()
+    // The load's last round committed at catch-up, its spools applied then: counted now.
+    const drained = await a.commit()
+    this.metrics.recordEvents(drained)
+    for (const byOutcome of Object.values(drained)) summary.applied += byOutcome.applied ?? 0
     summary.seconds = Number(process.hrtime.bigint() - started) / 1e9
     summary.peakRssMb = Math.round(process.resourceUsage().maxRSS / 1024)
     if (summary.deadLettered > 0) summary.deadLetterFile = deadLetterFile

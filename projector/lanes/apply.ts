@@ -19,7 +19,7 @@ import type { DocumentKind, RefreshStats } from '../documents/index.ts'
 import { restampAgainstLive } from '../documents/restamp.ts'
 import { nextStamp } from '../storage/stamp.ts'
 import { DocumentBuild } from './catch-up.ts'
-import { LaneCore } from './lane-core.ts'
+import { addDocumentStats, LaneCore, type LaneCommit } from './lane-core.ts'
 import type { LaneOutcome } from './lane-protocol.ts'
 import {
   addTally,
@@ -92,6 +92,9 @@ export interface ApplierOptions {
   ) => string | undefined
 }
 
+/** What the lanes built as they committed an initial load's last round (lane-core.ts). */
+export type BuiltAtCommit = Pick<LaneCommit, 'documents' | 'built'>
+
 export interface Applier {
   applyBatch(records: readonly SourceRecord[]): BatchOutcome
   /**
@@ -105,7 +108,7 @@ export interface Applier {
    * consumer keeps its heartbeats, and batches applied meanwhile are not lost: a file not built
    * yet takes their mirror rows, a built one their documents too). Returns what the build wrote.
    */
-  markCaughtUp(): Promise<RefreshStats>
+  markCaughtUp(builtAtCommit?: BuiltAtCommit): Promise<RefreshStats>
   /**
    * While `markCaughtUp` builds documents on worker threads, a promise of the build's end: no
    * batch may be applied until then (the workers write the files).
@@ -276,15 +279,20 @@ class InlineApplier implements Applier {
     return takeTally(this.#drained)
   }
 
-  /** Commits what is held; what its spool applied is reported by the next batch or commit. */
-  #commitHeld(): void {
+  /**
+   * Commits what is held; what its spool applied is reported by the next batch or commit. At
+   * catch-up (`buildAt`) the lane builds the files it commits: returns what it built.
+   */
+  #commitHeld(buildAt?: Date): BuiltAtCommit | undefined {
     // Nothing held (control.db's transaction opens first whenever one is): each batch committed
     // and bounded its own WALs.
-    if (!this.control.db.inTransaction) return
-    addTally(this.#drained, this.#lane.commit())
+    if (!this.control.db.inTransaction) return undefined
+    const committed = this.#lane.commit(buildAt)
+    addTally(this.#drained, committed.events)
     this.control.commit()
     this.control.boundWal(this.#options.walCheckpointBytes)
     this.#uncommittedEvents = 0
+    return committed
   }
 
   /** After a failure: every held transaction rolls back (the source redelivers from its position). */
@@ -310,17 +318,28 @@ class InlineApplier implements Applier {
     return stamped
   }
 
-  async markCaughtUp(): Promise<RefreshStats> {
+  async markCaughtUp(builtAtCommit?: BuiltAtCommit): Promise<RefreshStats> {
     if (this.#caughtUp || this.#stopping()) return { rewritten: 0, unchanged: 0, removed: 0 }
-    // The build reads (and on workers, opens) the files: what the load holds open goes first.
-    this.#commitHeld()
+    // The build reads (and on workers, opens) the files: what the load holds open goes first,
+    // each file built as its round commits it (its spool's files are opened once, not twice).
+    const committed = this.#commitHeld(this.#clock())
+    const built = new Set([...(builtAtCommit?.built ?? []), ...(committed?.built ?? [])])
     // The build is where the load's memory peaks: it never reads control.db, so those pages (the
     // routes the load wrote) make room for the build's, and so does the load's garbage, which
     // V8 would otherwise keep alongside the build's. control.db's share comes back once built.
     this.control.setCacheKiB(MIN_CACHE_KIB)
     this.control.db.pragma('shrink_memory')
     collectGarbage()
-    const build = this.#documentBuild()
+    const build = this.#documentBuild(built)
+    for (const stats of [builtAtCommit?.documents, committed?.documents]) {
+      if (stats !== undefined) addDocumentStats(build.built, stats)
+    }
+    if (built.size > 0) {
+      this.#options.logger.info(
+        { organizations: built.size, documents: build.built.rewritten },
+        'built the documents of organizations loaded in bulk as their last round committed',
+      )
+    }
     const workers = this.#options.documentBuildWorkers ?? 0
     if (workers > 0) {
       this.#buildOnThreads = build.onWorkers(workers)
@@ -336,9 +355,10 @@ class InlineApplier implements Applier {
     return build.built
   }
 
-  #documentBuild(): DocumentBuild {
+  #documentBuild(builtAlready: ReadonlySet<string>): DocumentBuild {
     const o = this.#options
     return new DocumentBuild({
+      builtAlready,
       core: this.#lane,
       logger: o.logger,
       clock: this.#clock,

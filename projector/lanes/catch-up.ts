@@ -17,6 +17,8 @@ import { addDocumentStats, type LaneCore } from './lane-core.ts'
 
 export interface DocumentBuildContext {
   core: LaneCore
+  /** Organizations built already, as the load's last round committed (lane-core.ts). */
+  builtAlready: ReadonlySet<string>
   logger: Logger
   clock: () => Date
   walCheckpointBytes: number
@@ -33,9 +35,11 @@ export interface DocumentBuildContext {
 export class DocumentBuild {
   readonly built: RefreshStats = { rewritten: 0, unchanged: 0, removed: 0 }
   /** Organizations built on workers: the pass on this thread that follows need not open them. */
-  readonly #builtIds = new Set<string>()
+  readonly #builtIds: Set<string>
 
-  constructor(readonly context: DocumentBuildContext) {}
+  constructor(readonly context: DocumentBuildContext) {
+    this.#builtIds = new Set(context.builtAlready)
+  }
 
   /**
    * Builds every organization whose documents are deferred, on worker threads and on this thread
@@ -79,6 +83,7 @@ export class DocumentBuild {
         : cacheShares(cacheBudgetBytes, workers + 1).organizationKiB
     const jobs: Array<BuildJob & { bytes: number }> = []
     for (const organizationId of this.context.knownOrganizations()) {
+      if (this.#builtIds.has(organizationId)) continue
       // Only a file this thread has open is asked whether it is built: opening every file to ask
       // cost the main thread 5 s at 3,000 organizations before any worker started. A worker given
       // a file built already (a build a stop cut short) finds it so and writes nothing.

@@ -60,6 +60,23 @@ export interface LaneCoreOptions {
     | undefined
 }
 
+/** What a lane's commit did beside committing: its spool applied, and at catch-up its builds. */
+export interface LaneCommit {
+  /** Outcomes of the spooled events it applied. */
+  events: EventTally
+  /** Documents it built (`buildAt`). */
+  documents: RefreshStats
+  /** Organizations whose documents it built (`buildAt`): the catch-up build skips them. */
+  built: string[]
+}
+
+/** Builds a file's deferred documents at catch-up, as the catch-up build would (catch-up.ts). */
+function build(file: OrganizationFile, at: Date, done: LaneCommit): void {
+  if (file.documentsLive) return
+  addDocumentStats(done.documents, file.buildDocuments(at))
+  done.built.push(file.organizationId)
+}
+
 export function addDocumentStats(into: RefreshStats, stats: RefreshStats): void {
   into.rewritten += stats.rewritten
   into.unchanged += stats.unchanged
@@ -163,40 +180,48 @@ export class LaneCore {
   /**
    * Commits every file's held transaction, syncs what that wrote to a log (a file built before
    * this load's round: rare, one after another), then bounds its WAL; then applies what the round
-   * spooled, organization by organization. Returns the spooled events' outcomes.
+   * spooled, organization by organization. At catch-up (`buildAt`) it also builds the deferred
+   * documents of the files it commits, as each is open: the build that follows skips them.
    */
-  commit(): EventTally {
+  commit(buildAt?: Date): LaneCommit {
+    const done: LaneCommit = {
+      events: {},
+      documents: { rewritten: 0, unchanged: 0, removed: 0 },
+      built: [],
+    }
     for (const file of this.files.values()) {
       if (!file.inTransaction) continue
       file.commit()
       file.syncWal()
+      if (buildAt !== undefined) build(file, buildAt, done)
       file.boundWal(this.options.walCheckpointBytes)
     }
-    return this.#drainSpool()
+    this.#drainSpool(done, buildAt)
+    return done
   }
 
   /**
-   * Each spooled organization's file is opened, takes the round's events in one transaction,
-   * commits and closes: the next organization's takes its place. A failure leaves the files not
-   * committed yet as they were, and the caller rolls the rest back (the source replays the round).
+   * Each spooled organization's file is opened, takes the round's events in one transaction (and
+   * its documents, at catch-up), commits and closes: the next organization's takes its place. A
+   * failure leaves the files not committed yet as they were, and the caller rolls the rest back
+   * (the source replays the round).
    */
-  #drainSpool(): EventTally {
-    const tally: EventTally = {}
+  #drainSpool(done: LaneCommit, buildAt: Date | undefined): void {
     const spool = this.#spool
-    if (spool === undefined || spool.organizations === 0) return tally
+    if (spool === undefined || spool.organizations === 0) return
     const count = (table: string, what: string): void => {
-      const byOutcome = (tally[table] ??= {})
+      const byOutcome = (done.events[table] ??= {})
       byOutcome[what] = (byOutcome[what] ?? 0) + 1
     }
-    const now = new Date()
+    const now = buildAt ?? new Date()
     spool.drain(LOAD_APPLY_EVENTS, (organizationId, parts) => {
       const file = this.organizationFile(organizationId)
       file.begin()
       for (const part of parts) file.apply(part, now, count)
+      if (buildAt !== undefined) build(file, buildAt, done)
       file.commit()
       this.closeFiles([organizationId])
     })
-    return tally
   }
 
   rollback(): void {
@@ -242,7 +267,13 @@ export class LaneCore {
         case 'batch':
           return { seq: request.seq, ok: true, outcome: this.applyBatch(request) }
         case 'commit':
-          return { seq: request.seq, ok: true, outcome: drainedOutcome(this.commit()) }
+          return {
+            seq: request.seq,
+            ok: true,
+            outcome: committedOutcome(
+              this.commit(request.buildAt === undefined ? undefined : new Date(request.buildAt)),
+            ),
+          }
         case 'rollback':
           this.rollback()
           break
@@ -271,16 +302,17 @@ export class LaneCore {
   }
 }
 
-/** A commit's answer: the outcomes of the events its spool applied. */
-function drainedOutcome(events: EventTally): LaneOutcome {
+/** A commit's answer: what its spool applied, and what it built at catch-up. */
+function committedOutcome({ events, documents, built }: LaneCommit): LaneOutcome {
   return {
     deadLetters: [],
     events,
-    documents: { rewritten: 0, unchanged: 0, removed: 0 },
+    documents,
     latestCommittedAtMs: undefined,
     skipped: 0,
     heldFiles: 0,
     unsyncedWals: [],
+    built,
   }
 }
 

@@ -60,7 +60,8 @@ export interface BatchRequest {
 
 export type LaneRequest =
   | BatchRequest
-  | { type: 'commit'; seq: number }
+  /** `buildAt`: the catch-up's time; the lane also builds the files it commits (lane-core.ts). */
+  | { type: 'commit'; seq: number; buildAt?: number }
   | { type: 'rollback'; seq: number }
   | { type: 'close-files'; seq: number; organizations?: string[] }
   | { type: 'retire-prior'; seq: number }
@@ -88,6 +89,8 @@ export interface LaneOutcome {
    * the batch is durable, and its offsets may be committed, once they are synced.
    */
   unsyncedWals: string[]
+  /** A commit at catch-up: the organizations whose documents it built. */
+  built?: string[]
 }
 
 export type LaneAnswer =

@@ -14,7 +14,8 @@
 import { dirname } from 'node:path'
 import { Worker } from 'node:worker_threads'
 import type { Logger } from 'pino'
-import { createApplier, type Applier, type ApplierOptions } from './apply.ts'
+import { createApplier, type Applier, type ApplierOptions, type BuiltAtCommit } from './apply.ts'
+import { addDocumentStats } from './lane-core.ts'
 import { typescriptWorkerSource } from './build-pool.ts'
 import type { ControlFile } from '../storage/control-file.ts'
 import { syncWals } from '../storage/wal.ts'
@@ -212,7 +213,7 @@ class LaneCoordinator implements LaneApplier {
       failure: () => this.#failure(),
       commitControl: () => void addTally(this.#barrier.drained, this.#inner.commit()),
       rollbackControl: () => this.control.rollback(),
-      everyLane: (type) => this.#threads.map((t) => t.request({ type })),
+      everyLane: (request) => this.#threads.map((t) => t.request(request)),
     })
   }
 
@@ -355,13 +356,13 @@ class LaneCoordinator implements LaneApplier {
     // sit idle through it. New ones start once it is done.
     this.#building = (async () => {
       await this.#idle()
-      // What the load holds commits first (its spools applied), as at any round's end: closing
-      // would forget the spools.
-      await this.#barrier.commit()
+      // What the load holds commits first (its spools applied), as at any round's end (closing
+      // would forget the spools), and each lane builds the files it commits as it goes.
+      const builtAtCommit = await this.#barrier.commit(this.#clock().getTime())
       await this.#everyLane({ type: 'close' })
       await Promise.all(this.#threads.map((t) => t.terminate()))
       try {
-        built = await this.#inner.markCaughtUp()
+        built = await this.#inner.markCaughtUp(builtAtCommit)
         this.#inner.closeFiles()
       } finally {
         this.#threads = this.#startLanes()
@@ -435,7 +436,9 @@ class CommitBarrier {
       failure(): LaneFailure | undefined
       commitControl(): void
       rollbackControl(): void
-      everyLane(type: 'commit' | 'rollback'): Array<Promise<LaneOutcome | undefined>>
+      everyLane(
+        request: { type: 'commit'; buildAt?: number } | { type: 'rollback' },
+      ): Array<Promise<LaneOutcome | undefined>>
     },
   ) {}
 
@@ -453,19 +456,34 @@ class CommitBarrier {
     return true
   }
 
-  async commit(): Promise<void> {
+  /** Commits the round; at catch-up (`buildAt`) the lanes build what they commit: what they built. */
+  async commit(buildAt?: number): Promise<BuiltAtCommit> {
     if (this.#heldLost) throw new Error('a lane failed: what the load held was rolled back')
     const f = this.lanes.failure()
     if (f !== undefined) throw f
     this.lanes.commitControl()
-    const answers = await Promise.all(this.lanes.everyLane('commit'))
-    for (const answer of answers) if (answer !== undefined) addTally(this.drained, answer.events)
+    const answers = await Promise.all(
+      this.lanes.everyLane(
+        buildAt === undefined ? { type: 'commit' } : { type: 'commit', buildAt },
+      ),
+    )
     this.#uncommittedEvents = 0
+    const built: BuiltAtCommit = {
+      documents: { rewritten: 0, unchanged: 0, removed: 0 },
+      built: [],
+    }
+    for (const answer of answers) {
+      if (answer === undefined) continue
+      addTally(this.drained, answer.events)
+      addDocumentStats(built.documents, answer.documents)
+      built.built.push(...(answer.built ?? []))
+    }
+    return built
   }
 
   async rollback(): Promise<void> {
     this.#heldLost = true
     this.lanes.rollbackControl()
-    await Promise.allSettled(this.lanes.everyLane('rollback'))
+    await Promise.allSettled(this.lanes.everyLane({ type: 'rollback' }))
   }
 }

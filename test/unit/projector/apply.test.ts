@@ -339,13 +339,15 @@ describe('applyBatch', () => {
             rename(100 * o, org, 1000 + 10 * round + o, `Name ${round}`),
           ]),
         )
-        const documents = async (maxOpenFiles: number) => {
+        const documents = async (maxOpenFiles: number, commitFirst: boolean) => {
           const { applier, generation } = loading(undefined, { maxOpenFiles, loadCommitEvents: 7 })
           for (const batch of batches) applier.applyBatch(batch)
-          applier.commit()
-          await applier.markCaughtUp()
+          // Committed first, the catch-up build opens each file again; not, the commit builds
+          // each file it commits.
+          if (commitFirst) applier.commit()
+          const built = await applier.markCaughtUp()
           applier.close()
-          return organizations.map((org) => {
+          const rows = organizations.map((org) => {
             const db = new Database(generation.organizationPath(org), { readonly: true })
             try {
               return db.prepare('SELECT id, updated_at, body FROM doc_providers ORDER BY id').all()
@@ -353,10 +355,14 @@ describe('applyBatch', () => {
               db.close()
             }
           })
+          return { built, rows }
         }
-        const held = await documents(64)
-        expect(held.flat()).toHaveLength(15)
-        expect(await documents(1)).toEqual(held)
+        const held = await documents(64, true)
+        expect(held.rows.flat()).toHaveLength(15)
+        expect(held.built.rewritten).toBe(15)
+        expect(await documents(1, true)).toEqual(held)
+        expect(await documents(1, false)).toEqual(held)
+        expect(await documents(64, false)).toEqual(held)
       })
     })
 
