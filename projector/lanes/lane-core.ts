@@ -64,7 +64,7 @@ export interface LaneCoreOptions {
 export interface LaneCommit {
   /** Outcomes of the spooled events it applied. */
   events: EventTally
-  /** Documents it built (`buildAt`). */
+  /** Documents it wrote: built (`buildAt`), or refreshed in a file built before the round. */
   documents: RefreshStats
   /** Organizations whose documents it built (`buildAt`): the catch-up build skips them. */
   built: string[]
@@ -217,7 +217,10 @@ export class LaneCore {
     spool.drain(LOAD_APPLY_EVENTS, (organizationId, parts) => {
       const file = this.organizationFile(organizationId)
       file.begin()
-      for (const part of parts) file.apply(part, now, count)
+      for (const part of parts) {
+        // Documents are live only in a file built before this round (rare): counted all the same.
+        addDocumentStats(done.documents, file.apply(part, now, count).documents)
+      }
       if (buildAt !== undefined) build(file, buildAt, done)
       file.commit()
       this.closeFiles([organizationId])

@@ -155,6 +155,8 @@ class KafkaChangeSource implements KafkaSource {
   #lastCommitAt = Date.now()
   /** How long the last commit of applied batches took (an initial load's: its spools applied). */
   #lastCommitMs = 0
+  /** Partitions whose last batch was not at their end (`topic/partition`). */
+  readonly #behind = new Set<string>()
   #progressTotalSet = false
   #handoverTimer: NodeJS.Timeout | undefined
   /** Batches and hand-overs take turns: a hand-over swaps a file between two batches. */
@@ -292,6 +294,8 @@ class KafkaChangeSource implements KafkaSource {
       this.#logger.error({ err: payload.error }, 'the Kafka consumer stopped for good')
       options.onFatal?.(failure)
     })
+    // Partitions this consumer no longer holds are not behind for it.
+    consumer.on(consumer.events.GROUP_JOIN, () => this.#behind.clear())
     await consumer.connect()
     await consumer.subscribe({ topics: this.#topics, fromBeginning: true })
     await consumer.run({
@@ -341,6 +345,9 @@ class KafkaChangeSource implements KafkaSource {
     // kafkajs's own position (it fetches from there); Kafka's committed offset waits for the files.
     payload.resolveOffset(last)
     const inFlight = { last, atEnd: batch.offsetLag() === '0', started }
+    const partition = `${batch.topic}/${batch.partition}`
+    if (inFlight.atEnd) this.#behind.delete(partition)
+    else this.#behind.add(partition)
     const previous = this.#settling
     this.#unsettled++
     this.#settling = previous
@@ -406,7 +413,11 @@ class KafkaChangeSource implements KafkaSource {
     // offsets wait for the commit. A partition at its end, a stop, or a few seconds commit
     // now: the lag (and with it readiness) is measured from committed offsets.
     const holdOver = Date.now() - this.#lastCommitAt >= holdMs(this.#lastCommitMs)
-    if (outcome.committed || atEnd || !payload.isRunning() || holdOver) {
+    // A load's partition at its end commits only if no other is known to be behind: each commit of
+    // a load of thousands of organizations applies its spools, and a topic per table reaches its
+    // end one after another.
+    const allAtEnd = atEnd && this.#behind.size === 0
+    if (outcome.committed || allAtEnd || !payload.isRunning() || holdOver) {
       await this.#commitApplied()
     }
     await payload.heartbeat()
