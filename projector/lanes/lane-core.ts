@@ -20,6 +20,7 @@ import {
   type LaneOutcome,
   type LaneRequest,
 } from './lane-protocol.ts'
+import { countEvents } from './outcome.ts'
 import {
   createFromImage,
   openOrganizationFile,
@@ -152,12 +153,9 @@ export class LaneCore {
    */
   heldFile(organizationId: string): OrganizationFile | undefined {
     if (this.#spool?.has(organizationId) === true) return undefined
-    const open = this.files.get(organizationId)
-    if (open?.inTransaction !== true) {
-      if (this.#directFiles() >= Math.min(LOAD_DIRECT_FILES, this.options.maxOpenFiles)) {
-        return undefined
-      }
-    }
+    const held = this.files.get(organizationId)?.inTransaction === true
+    const limit = Math.min(LOAD_DIRECT_FILES, this.options.maxOpenFiles)
+    if (!held && this.#directFiles() >= limit) return undefined
     const file = this.organizationFile(organizationId)
     file.begin()
     return file
@@ -169,8 +167,12 @@ export class LaneCore {
    * with a file (pack.ts).
    */
   spoolFor(organizationId: string): LoadSpool {
-    const name = `.load-spool-${process.pid}-${threadId}-${this.options.lane}`
-    const spool = (this.#spool ??= new LoadSpool(join(this.options.generation.dir, name)))
+    const spool = (this.#spool ??= new LoadSpool(
+      join(
+        this.options.generation.dir,
+        `.load-spool-${process.pid}-${threadId}-${this.options.lane}`,
+      ),
+    ))
     if (!spool.has(organizationId) && !this.files.has(organizationId)) {
       createFromImage(this.organizationPath(organizationId), this.options.deferDocuments())
     }
@@ -209,10 +211,7 @@ export class LaneCore {
   #drainSpool(done: LaneCommit, buildAt: Date | undefined): void {
     const spool = this.#spool
     if (spool === undefined || spool.organizations === 0) return
-    const count = (table: string, what: string): void => {
-      const byOutcome = (done.events[table] ??= {})
-      byOutcome[what] = (byOutcome[what] ?? 0) + 1
-    }
+    const count = (table: string, what: string): void => countEvents(done.events, table, what)
     const now = buildAt ?? new Date()
     spool.drain(LOAD_APPLY_EVENTS, (organizationId, parts) => {
       const file = this.organizationFile(organizationId)
@@ -357,10 +356,8 @@ class LaneBatch {
     this.#buf = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength)
   }
 
-  readonly count = (table: string, what: string): void => {
-    const byOutcome = (this.outcome.events[table] ??= {})
-    byOutcome[what] = (byOutcome[what] ?? 0) + 1
-  }
+  readonly count = (table: string, what: string): void =>
+    countEvents(this.outcome.events, table, what)
 
   run(): LaneOutcome {
     const { meta } = this.request

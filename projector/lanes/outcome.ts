@@ -27,11 +27,16 @@ export interface BatchOutcome {
 /** Events by table and outcome, as a lane counts them (lane-protocol.ts `LaneOutcome.events`). */
 export type EventTally = Record<string, Record<string, number>>
 
+/** Counts `n` events of `table` with outcome `what`. */
+export function countEvents(tally: EventTally, table: string, what: string, n = 1): void {
+  const byOutcome = (tally[table] ??= {})
+  byOutcome[what] = (byOutcome[what] ?? 0) + n
+}
+
 /** Adds `from` into `into`. */
 export function addTally(into: EventTally, from: EventTally): void {
   for (const [table, byOutcome] of Object.entries(from)) {
-    const sum = (into[table] ??= {})
-    for (const [what, n] of Object.entries(byOutcome)) sum[what] = (sum[what] ?? 0) + n
+    for (const [what, n] of Object.entries(byOutcome)) countEvents(into, table, what, n)
   }
 }
 
