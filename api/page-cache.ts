@@ -96,6 +96,14 @@ export class FilePages {
   }
 
   /**
+   * Whether a page is stored under `key`, of whatever version: when none is, a lookup needs no
+   * version to know it misses (a poll's `updated_since` is new on every poll).
+   */
+  has(key: string): boolean {
+    return this.#entries.has(key)
+  }
+
+  /**
    * The body stored under `key`, if it was read from the file at `version`. A new version drops
    * every page of the file: any commit can change any page (a new row moves every page after it).
    */

@@ -73,8 +73,10 @@ export class OrganizationFile {
    */
   cachedPage(key: string, read: () => Buffer): { body: Buffer; hit: boolean } {
     // A hit needs no snapshot: the version alone says the file is in the state the page was read
-    // from. BEGIN and COMMIT cost a cached page about as much as the rest of its lookup.
-    if (!this.#db.inTransaction) {
+    // from. BEGIN and COMMIT cost a cached page about as much as the rest of its lookup. A key
+    // with no page at all (most polls: their watermark is new) skips that version read: it is a
+    // read transaction of its own, and with thousands of files open it is a cold one.
+    if (!this.#db.inTransaction && this.pages.has(key)) {
       const cached = this.pages.get(this.dataVersion(), key)
       if (cached !== undefined) return { body: cached, hit: true }
     }

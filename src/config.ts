@@ -4,7 +4,12 @@ import { statSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { resolve } from 'node:path'
 import { z } from 'zod'
-import { defaultOpenFilesMax, memoryLimit, openFileLimit } from './descriptors.ts'
+import {
+  defaultOpenFilesMax,
+  defaultPageCacheBytes,
+  memoryLimit,
+  openFileLimit,
+} from './descriptors.ts'
 
 export class ConfigError extends Error {
   override name = 'ConfigError'
@@ -158,14 +163,15 @@ const apiEnv = z.object({
   OPEN_FILES_MAX: positiveInt.optional(),
   /**
    * Megabytes of list-page response bodies cached, shared by every open organization file
-   * (api/page-cache.ts); 0 turns the cache off.
+   * (api/page-cache.ts); 0 turns the cache off. Default: a thirty-second of the memory, 64 MB to
+   * 1 GB (src/descriptors.ts).
    */
   PAGE_CACHE_MB: z.coerce
     .number()
     .int('must be a whole number of megabytes')
     .min(0, 'must be 0 (off) or more')
     .max(65_536, 'must be at most 65536 (64 GB)')
-    .default(64),
+    .optional(),
   LOG_LEVEL: logLevel.default('info'),
   /**
    * Signs paging cursors, so that a cursor altered or made for another list is refused. Every
@@ -313,7 +319,10 @@ export function loadApiConfig(env: Env): ApiConfig {
       windowSeconds: e.RATE_LIMIT_WINDOW_SECONDS,
     },
     openFilesMax: e.OPEN_FILES_MAX ?? defaultOpenFilesMax(openFileLimit(), memoryLimit()),
-    pageCacheBytes: e.PAGE_CACHE_MB * 1024 * 1024,
+    pageCacheBytes:
+      e.PAGE_CACHE_MB === undefined
+        ? defaultPageCacheBytes(memoryLimit())
+        : e.PAGE_CACHE_MB * 1024 * 1024,
     logLevel: e.LOG_LEVEL,
     cursorSecret: e.CURSOR_SECRET ?? DEFAULT_CURSOR_SECRET,
     shedding: {

@@ -1,5 +1,5 @@
-// How many organization files a process may keep open, from its limits on file descriptors and
-// on memory.
+// Defaults that follow the machine: how many organization files a process may keep open, from its
+// limits on file descriptors and on memory, and how much of that memory the api's page cache takes.
 import { readFileSync } from 'node:fs'
 import { totalmem } from 'node:os'
 
@@ -69,4 +69,18 @@ export function defaultOpenFilesMax(limit: number | undefined, memoryBytes?: num
   const byMemory =
     memoryBytes === undefined ? Infinity : Math.floor(memoryBytes / 4 / OPEN_FILE_BYTES)
   return Math.min(8192, Math.max(64, Math.min(byDescriptors, byMemory)))
+}
+
+const MiB = 1024 * 1024
+
+/**
+ * PAGE_CACHE_MB's default, in bytes: a thirty-second of `memoryBytes`, at least 64 MB and at most
+ * 1 GB. The pages worth keeping are each served organization's first pages (a first page of 20
+ * providers is about 50 KB): a fixed 64 MB held 1,300 of them, so with 3,000 organizations the
+ * first-page walks evicted each other and were built again from SQLite, which doubled the p99 at
+ * half saturation (docs/many-organizations.md). The bodies are counted in full, so this bounds the
+ * cache's share of memory; the open files' own share (above) is at most a quarter.
+ */
+export function defaultPageCacheBytes(memoryBytes: number): number {
+  return Math.min(1024 * MiB, Math.max(64 * MiB, Math.floor(memoryBytes / 32 / MiB) * MiB))
 }

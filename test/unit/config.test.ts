@@ -3,7 +3,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { defaultOpenFilesMax, openFileLimit } from '../../src/descriptors.ts'
+import {
+  defaultOpenFilesMax,
+  defaultPageCacheBytes,
+  memoryLimit,
+  openFileLimit,
+} from '../../src/descriptors.ts'
 import {
   ConfigError,
   isolatedChildEnv,
@@ -42,7 +47,7 @@ describe('loadApiConfig', () => {
       redisUrl: undefined,
       rateLimit: { perKey: 120, perOrganization: 600, windowSeconds: 60 },
       openFilesMax: defaultOpenFilesMax(openFileLimit()),
-      pageCacheBytes: 64 * 1024 * 1024,
+      pageCacheBytes: defaultPageCacheBytes(memoryLimit()),
       logLevel: 'info',
       cursorSecret: expect.any(String) as string,
       shedding: {

@@ -3,6 +3,7 @@ import { totalmem } from 'node:os'
 import { describe, expect, it } from 'vitest'
 import {
   defaultOpenFilesMax,
+  defaultPageCacheBytes,
   memoryLimit,
   parseMemoryLimit,
   parseOpenFileLimit,
@@ -37,6 +38,17 @@ describe('defaultOpenFilesMax', () => {
 
   it('keeps 256 where the limit is unknown', () => {
     expect(defaultOpenFilesMax(undefined)).toBe(256)
+  })
+})
+
+describe('defaultPageCacheBytes', () => {
+  const MiB = 1024 ** 2
+  it('takes a thirty-second of the memory, at least 64 MB and at most 1 GB', () => {
+    expect(defaultPageCacheBytes(24 * 1024 * MiB)).toBe(768 * MiB)
+    expect(defaultPageCacheBytes(4 * 1024 * MiB)).toBe(128 * MiB)
+    expect(defaultPageCacheBytes(2 * 1024 * MiB)).toBe(64 * MiB)
+    expect(defaultPageCacheBytes(512 * MiB)).toBe(64 * MiB)
+    expect(defaultPageCacheBytes(256 * 1024 * MiB)).toBe(1024 * MiB)
   })
 })
 
