@@ -62,6 +62,17 @@ export interface LaneApplierOptions extends ApplierOptions {
   logger: Logger
 }
 
+export interface CommitOptions {
+  /**
+   * The round is the load's last, as far as the source knows (it has applied every record its
+   * topics hold): its files' documents are built as they commit, as at catch-up, which then skips
+   * them. A Kafka load's last round commits before its lag says it caught up (the lag is measured
+   * from committed offsets), so without this the catch-up opened every file of the round again.
+   * Wrong (more records come), it costs only time: those files' documents are live from then on.
+   */
+  lastRound?: boolean
+}
+
 export interface LaneApplier {
   /** Applies records from Kafka (values as bytes); resolves once every lane applied its share. */
   applyBatch(records: readonly SourceRecord[]): Promise<BatchOutcome>
@@ -71,7 +82,7 @@ export interface LaneApplier {
    * Commits what an initial load holds. Returns the outcomes of the events a round's spool applied
    * (lane-core.ts) that no batch's outcome reported yet.
    */
-  commit(): Promise<EventTally>
+  commit(options?: CommitOptions): Promise<EventTally>
   markCaughtUp(): Promise<RefreshStats>
   buildInProgress(): Promise<void> | undefined
   stopBuilding(): void
@@ -188,6 +199,8 @@ class LaneCoordinator implements LaneApplier {
   readonly #inFlight = new Set<Promise<unknown>>()
   #building: Promise<void> | undefined
   readonly #barrier: CommitBarrier
+  /** What rounds committed as the load's last (`lastRound`) built, for the catch-up to skip. */
+  #builtEarly: BuiltAtCommit = noneBuilt()
   readonly #mainReader = new LineReader()
 
   constructor(options: LaneApplierOptions) {
@@ -342,9 +355,11 @@ class LaneCoordinator implements LaneApplier {
     )
   }
 
-  async commit(): Promise<EventTally> {
+  async commit(options: CommitOptions = {}): Promise<EventTally> {
     await this.#idle()
-    await this.#barrier.commit()
+    const building = options.lastRound === true && !this.#inner.caughtUp
+    const built = await this.#barrier.commit(building ? this.#clock().getTime() : undefined)
+    this.#builtEarly = mergeBuilt(this.#builtEarly, built)
     return takeTally(this.#barrier.drained)
   }
 
@@ -358,7 +373,11 @@ class LaneCoordinator implements LaneApplier {
       await this.#idle()
       // What the load holds commits first (its spools applied), as at any round's end (closing
       // would forget the spools), and each lane builds the files it commits as it goes.
-      const builtAtCommit = await this.#barrier.commit(this.#clock().getTime())
+      const builtAtCommit = mergeBuilt(
+        this.#builtEarly,
+        await this.#barrier.commit(this.#clock().getTime()),
+      )
+      this.#builtEarly = noneBuilt()
       await this.#everyLane({ type: 'close' })
       await Promise.all(this.#threads.map((t) => t.terminate()))
       try {
@@ -468,10 +487,7 @@ class CommitBarrier {
       ),
     )
     this.#uncommittedEvents = 0
-    const built: BuiltAtCommit = {
-      documents: { rewritten: 0, unchanged: 0, removed: 0 },
-      built: [],
-    }
+    const built = noneBuilt()
     for (const answer of answers) {
       if (answer === undefined) continue
       addTally(this.drained, answer.events)
@@ -486,4 +502,14 @@ class CommitBarrier {
     this.lanes.rollbackControl()
     await Promise.allSettled(this.lanes.everyLane({ type: 'rollback' }))
   }
+}
+
+function noneBuilt(): BuiltAtCommit {
+  return { documents: { rewritten: 0, unchanged: 0, removed: 0 }, built: [] }
+}
+
+function mergeBuilt(a: BuiltAtCommit, b: BuiltAtCommit): BuiltAtCommit {
+  const documents = { ...a.documents }
+  addDocumentStats(documents, b.documents)
+  return { documents, built: [...a.built, ...b.built] }
 }

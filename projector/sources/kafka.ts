@@ -98,7 +98,7 @@ export interface BatchApplier {
    * Commits what an initial load holds open (`loadCommitEvents`); returns the outcomes of events
    * its spools applied that no batch's outcome reported (lanes/lane-core.ts).
    */
-  commit(): EventTally | Promise<EventTally>
+  commit(options?: { lastRound?: boolean }): EventTally | Promise<EventTally>
   buildInProgress(): Promise<void> | undefined
 }
 
@@ -152,9 +152,6 @@ class KafkaChangeSource implements KafkaSource {
   /** The applier failed for good (`onFatal`): nothing more is applied or committed. */
   #failed = false
   #lastBeatCommitAt = 0
-  #lastCommitAt = Date.now()
-  /** How long the last commit of applied batches took (an initial load's: its spools applied). */
-  #lastCommitMs = 0
   /** Partitions whose last batch was not at their end (`topic/partition`). */
   readonly #behind = new Set<string>()
   #progressTotalSet = false
@@ -409,16 +406,22 @@ class KafkaChangeSource implements KafkaSource {
     // Counted before its offsets are committed: a lag check that sees them committed ends the
     // progress, which must have counted them by then.
     if (!this.#lag.caughtUp) this.#options.progress?.add(batch.messages.length)
-    // An initial load holds its files' transactions over several batches (apply.ts): their
-    // offsets wait for the commit. A partition at its end, a stop, or a few seconds commit
-    // now: the lag (and with it readiness) is measured from committed offsets.
-    const holdOver = Date.now() - this.#lastCommitAt >= holdMs(this.#lastCommitMs)
-    // A load's partition at its end commits only if no other is known to be behind: each commit of
-    // a load of thousands of organizations applies its spools, and a topic per table reaches its
-    // end one after another.
+    // An initial load holds its files' transactions over rounds of batches (lanes/outcome.ts
+    // `loadRoundOver`: at least 50,000 events, and 1,000 for each file the round holds, as from a
+    // file): their offsets wait for the round's commit. A partition at its end or a stop commits
+    // now: the lag (and with it readiness) is measured from committed offsets. No clock commits a
+    // round early: each commit of a load of thousands of organizations opens every spooled one's
+    // file (lanes/lane-core.ts), and the 5 s hold that did made a 3,000-organization rebuild commit
+    // three rounds of 10 s where the file load commits one. What a long round costs is the events
+    // a crash replays.
+    // A load's partition at its end commits only if no other is known to be behind: a topic per
+    // table reaches its end one after another.
     const allAtEnd = atEnd && this.#behind.size === 0
-    if (outcome.committed || allAtEnd || !payload.isRunning() || holdOver) {
-      await this.#commitApplied()
+    if (outcome.committed || allAtEnd || !payload.isRunning()) {
+      // Every record applied: the load's last round, whose files build their documents as they
+      // commit (lanes.ts `lastRound`).
+      const lastRound = allAtEnd && !this.#lag.caughtUp && (await this.#appliedEverything())
+      await this.#commitApplied(lastRound)
     }
     await payload.heartbeat()
     this.#options.onBatch(outcome, Number(process.hrtime.bigint() - started) / 1e9)
@@ -443,14 +446,28 @@ class KafkaChangeSource implements KafkaSource {
     logDeadLetters(this.#logger, letters)
   }
 
+  /**
+   * Whether this process has applied every record its topics hold now (a failed look: no). One
+   * look at the topics' ends, only as a load's partitions all reach theirs.
+   */
+  async #appliedEverything(): Promise<boolean> {
+    if (this.#admin === undefined) return false
+    try {
+      const lags = await groupLag(this.#admin, this.#options.groupId, this.#topics, (committed) =>
+        this.#positions.next(committed),
+      )
+      return lags.every(({ lag }) => lag === 0)
+    } catch (error) {
+      this.#logger.warn({ err: error }, 'could not read the topics’ ends')
+      return false
+    }
+  }
+
   /** Commits the files, then the offsets of every batch applied so far. */
-  async #commitApplied(): Promise<void> {
+  async #commitApplied(lastRound = false): Promise<void> {
     if (this.#failed) return
-    const started = Date.now()
-    const drained = await this.#applier.commit()
-    this.#lastCommitMs = Date.now() - started
+    const drained = await this.#applier.commit({ lastRound })
     if (Object.keys(drained).length > 0) this.#options.onCommitted?.(drained)
-    this.#lastCommitAt = Date.now()
     this.#positions.filesCommitted()
     this.#freshness?.advance()
     if (this.#consumer === undefined) return
@@ -573,23 +590,6 @@ const MAX_AHEAD = 1
 
 /** While only beats arrive, their offsets are committed this often (the lag metric reads them). */
 const HEARTBEAT_COMMIT_MS = 5_000
-
-/** How long an initial load holds applied batches uncommitted (with their offsets), at least. */
-const HOLD_MS = 5_000
-
-/**
- * And at least this many times its last commit took: a load of thousands of organizations applies
- * their spooled events at each commit, each file opened once (lanes/lane-core.ts), so a commit
- * every 5 s would spend most of the load reopening files. Committing no more often than this
- * keeps commits to about a fifth of the load's time, whatever the number of organizations; what
- * a longer hold costs is the events a crash replays.
- */
-const HOLD_COMMIT_RATIO = 4
-
-/** How long an initial load holds its batches before the next commit. Pure. */
-export function holdMs(lastCommitMs: number): number {
-  return Math.max(HOLD_MS, HOLD_COMMIT_RATIO * lastCommitMs)
-}
 
 function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error))

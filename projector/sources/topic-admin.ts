@@ -90,16 +90,19 @@ export async function groupLag(
   admin: Admin,
   groupId: string,
   topics: readonly string[],
+  /** Where each partition is read from instead (default: the committed offsets). */
+  next: (committed: ReadonlyMap<string, bigint>) => ReadonlyMap<string, bigint> = (c) => c,
 ): Promise<{ topic: string; partition: number; lag: number }[]> {
   const [committed, offsets] = await Promise.all([
     committedOffsets(admin, groupId, topics),
     topicOffsets(admin, topics),
   ])
+  const from = next(committed)
   const lags = []
   for (const { topic, partitions } of offsets) {
     for (const end of partitions) {
-      const from = committed.get(partitionKey(topic, end.partition)) ?? BigInt(end.low)
-      const lag = Math.max(0, Number(BigInt(end.high) - from))
+      const start = from.get(partitionKey(topic, end.partition)) ?? BigInt(end.low)
+      const lag = Math.max(0, Number(BigInt(end.high) - start))
       lags.push({ topic, partition: end.partition, lag })
     }
   }

@@ -281,4 +281,66 @@ describe('projector on Kafka', () => {
       await rebuilding.stop()
     }
   })
+
+  it('builds a load of many organizations as its last round commits, not again at the catch-up', async () => {
+    // More organizations than a lane holds in a load's transaction (LOAD_DIRECT_FILES, 16): most
+    // go through its spool and are opened once, at the round's commit. A Kafka load's last round
+    // commits before its lag says it caught up; that commit builds their documents.
+    const dataDir = mkdtempSync(join(tmpdir(), 'replica-kafka-many-'))
+    dirs.push(dataDir)
+    const organizations = Array.from({ length: 40 }, (_, n) => uuid(0x7000 + n))
+    await produce(
+      organizations.flatMap((org, n) => [
+        record({ table: 'organizations', op: 'r', after: organizationRow(org) }),
+        record({
+          table: 'providers',
+          op: 'r',
+          after: providerRow(uuid(0x8000 + n), org),
+          lsn: 60 + n,
+        }),
+      ]),
+    )
+    const lines: Record<string, unknown>[] = []
+    const config = loadProjectorConfig({
+      DATA_DIR: dataDir,
+      KAFKA_BROKERS: kafka.brokers.join(','),
+      KAFKA_GROUP_ID: 'it-many-organizations',
+      ADMIN_PORT: '0',
+      LANES: '1',
+    })
+    const logger = createLogger('test', 'info', {
+      write: (line: string) => lines.push(JSON.parse(line) as Record<string, unknown>),
+    })
+    const projector = createProjector({ config, logger })
+    await projector.startKafka()
+    try {
+      await eventually(async () =>
+        (await fetch(`${projector.adminAddress()!}/readyz`)).status === 200 ? true : undefined,
+      )
+      const atCommit = lines.filter(
+        (l) =>
+          l.msg ===
+          'built the documents of organizations loaded in bulk as their last round committed',
+      )
+      expect(atCommit).toHaveLength(1)
+      // Every organization in the topics: these, and the earlier tests'.
+      expect(atCommit[0]!.organizations).toBeGreaterThanOrEqual(organizations.length)
+      // The catch-up build (one line per organization it opens) had nothing left to build.
+      expect(
+        lines.filter((l) => l.msg === 'built the documents of an organization loaded in bulk'),
+      ).toEqual([])
+      const generation = currentGeneration(dataDir)!
+      for (const [n, org] of organizations.entries()) {
+        const db = new Database(generation.organizationPath(org), { readonly: true })
+        try {
+          const ids = db.prepare('SELECT id FROM doc_providers').pluck().all()
+          expect(ids).toEqual([uuid(0x8000 + n)])
+        } finally {
+          db.close()
+        }
+      }
+    } finally {
+      await projector.stop()
+    }
+  })
 })
