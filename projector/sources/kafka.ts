@@ -447,14 +447,18 @@ class KafkaChangeSource implements KafkaSource {
   }
 
   /**
-   * Whether this process has applied every record its topics hold now (a failed look: no). One
-   * look at the topics' ends, only as a load's partitions all reach theirs.
+   * Whether this process has applied every record its change topics hold now (a failed look: no).
+   * One look at the topics' ends, only as a load's partitions all reach theirs.
    */
   async #appliedEverything(): Promise<boolean> {
     if (this.#admin === undefined) return false
     try {
-      const lags = await groupLag(this.#admin, this.#options.groupId, this.#topics, (committed) =>
-        this.#positions.next(committed),
+      // The data topics alone: a beat that arrived since touches no file.
+      const lags = await groupLag(
+        this.#admin,
+        this.#options.groupId,
+        this.#dataTopics,
+        (committed) => this.#positions.next(committed),
       )
       return lags.every(({ lag }) => lag === 0)
     } catch (error) {
