@@ -934,6 +934,10 @@ describe('npm run verify', { timeout: 300_000 }, () => {
     for (const c of signal[0]!['additional-conditions']) {
       expect(c.filter).toMatch(new RegExp(`^(organization_id|id) IN \\('${b.organizationId}'\\)$`))
     }
+    // And nothing else stays in the table: each chunk's watermark went as the chunk closed
+    // (insert_delete), where the default kept two rows a chunk for good.
+    const rows = await pipeline.postgres.query<{ type: string }>('select type from debezium_signal')
+    expect(rows.rows.map((r) => r.type)).toEqual(['execute-snapshot'])
 
     for (const id of others) expect(fileState(id), `the file of ${id}`).toBe(before.get(id))
     const clean = await verifyJson()
