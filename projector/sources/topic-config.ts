@@ -17,6 +17,12 @@
 //   so that a projector restarted or redeployed (minutes) replays each delete with its source
 //   position (the guarded path) rather than a bare tombstone, at the cost of an hour of disk.
 //
+// And min.cleanable.dirty.ratio 0.1 (Kafka's default: 0.5): the cleaner takes a topic once a
+// tenth of it is superseded, not half, so a rebuild reads about a row's latest record, not up to
+// two. A million changes to 100,125 rows left 19.6% of them at 0.5 and 11.0% at 0.1
+// (bench:rebuild:compacted), the rebuild 0.32x the uncompacted one's time, then 0.24x. The cost
+// is the cleaner's work: it rewrites a log's segments more often.
+//
 // TRUNCATE events have a null key, which a compacted topic refuses (the connector task fails):
 // the connector skips them (`skipped.operations: t`), and `verify` reports what a truncate left
 // behind as drift.
@@ -37,6 +43,7 @@ export const CHANGE_TOPIC_CONFIG: Readonly<Record<string, string>> = {
     RECOVERY_CONTRACT.longestOutageMs + RECOVERY_CONTRACT.longestRebuildMs,
   ),
   'min.compaction.lag.ms': String(HOUR_MS),
+  'min.cleanable.dirty.ratio': '0.1',
 }
 
 /** The same as kafkajs's `configEntries`. */
