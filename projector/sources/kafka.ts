@@ -414,13 +414,16 @@ class KafkaChangeSource implements KafkaSource {
     // file (lanes/lane-core.ts), and the 5 s hold that did made a 3,000-organization rebuild commit
     // three rounds of 10 s where the file load commits one. What a long round costs is the events
     // a crash replays.
-    // A load's partition at its end commits only if no other is known to be behind: a topic per
-    // table reaches its end one after another.
+    // A load's partition at its end commits only if no other is behind: a topic per table reaches
+    // its end one after another, and a partition that has delivered nothing yet is not known to
+    // this process until the topics' ends are read. So a load commits there only once they say
+    // every record is applied: the load's last round, whose files build their documents as they
+    // commit (lanes.ts `lastRound`). Committed at an earlier end, the round drained its spools
+    // unbuilt, and the catch-up opened each of those files again.
     const allAtEnd = atEnd && this.#behind.size === 0
-    if (outcome.committed || allAtEnd || !payload.isRunning()) {
-      // Every record applied: the load's last round, whose files build their documents as they
-      // commit (lanes.ts `lastRound`).
-      const lastRound = allAtEnd && !this.#lag.caughtUp && (await this.#appliedEverything())
+    const loading = !this.#lag.caughtUp
+    const lastRound = allAtEnd && loading && (await this.#appliedEverything())
+    if (outcome.committed || (allAtEnd && !loading) || lastRound || !payload.isRunning()) {
       await this.#commitApplied(lastRound)
     }
     await payload.heartbeat()
