@@ -408,18 +408,17 @@ class KafkaChangeSource implements KafkaSource {
     if (!this.#lag.caughtUp) this.#options.progress?.add(batch.messages.length)
     // An initial load holds its files' transactions over rounds of batches (lanes/outcome.ts
     // `loadRoundOver`: at least 50,000 events, and 1,000 for each file the round holds, as from a
-    // file): their offsets wait for the round's commit. A partition at its end or a stop commits
-    // now: the lag (and with it readiness) is measured from committed offsets. No clock commits a
-    // round early: each commit of a load of thousands of organizations opens every spooled one's
-    // file (lanes/lane-core.ts), and the 5 s hold that did made a 3,000-organization rebuild commit
-    // three rounds of 10 s where the file load commits one. What a long round costs is the events
-    // a crash replays.
-    // A load's partition at its end commits only if no other is behind: a topic per table reaches
-    // its end one after another, and a partition that has delivered nothing yet is not known to
-    // this process until the topics' ends are read. So a load commits there only once they say
-    // every record is applied: the load's last round, whose files build their documents as they
-    // commit (lanes.ts `lastRound`). Committed at an earlier end, the round drained its spools
-    // unbuilt, and the catch-up opened each of those files again.
+    // file): their offsets wait for the round's commit, or a stop's. No clock commits a round
+    // early: each commit of a load of thousands of organizations opens every spooled one's file
+    // (lanes/lane-core.ts); the 5 s hold that did made a 3,000-organization rebuild commit three
+    // rounds of 10 s where the file load commits one. What a long round costs is what a crash
+    // replays. Live, a partition at its end commits at once: the lag (and with it readiness) is
+    // measured from committed offsets. A load's partitions at their end commit only once no other
+    // is behind (a topic per table ends one after another) and the topics' ends say every record
+    // is applied (a partition that delivered nothing yet is unknown here until then): that is the
+    // load's last round, whose files build their documents as they commit (lanes.ts
+    // `lastRound`). Committed at an earlier end, the round drained its spools unbuilt, and the
+    // catch-up opened each of those files again.
     const allAtEnd = atEnd && this.#behind.size === 0
     const loading = !this.#lag.caughtUp
     const lastRound = allAtEnd && loading && (await this.#appliedEverything())
