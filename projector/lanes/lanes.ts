@@ -358,6 +358,9 @@ class LaneCoordinator implements LaneApplier {
   async commit(options: CommitOptions = {}): Promise<EventTally> {
     await this.#idle()
     const building = options.lastRound === true && !this.#inner.caughtUp
+    // Live, each batch committed its own files: no round trip to the lanes for nothing (a live
+    // source commits after every batch).
+    if (!building && !this.#barrier.holding) return takeTally(this.#barrier.drained)
     const built = await this.#barrier.commit(building ? this.#clock().getTime() : undefined)
     this.#builtEarly = mergeBuilt(this.#builtEarly, built)
     return takeTally(this.#barrier.drained)
@@ -448,6 +451,7 @@ class CommitBarrier {
   readonly drained: EventTally = {}
   /** A lane failed while the load held transactions: they were rolled back. */
   #heldLost = false
+  #holding = false
 
   constructor(
     readonly options: LaneApplierOptions,
@@ -464,7 +468,15 @@ class CommitBarrier {
   /** Whether a batch now joins the load's held transactions. */
   holds(caughtUp: boolean): boolean {
     const o = this.options
-    return (o.loadCommitEvents ?? 0) > 0 && o.deferDocumentsUntilCaughtUp === true && !caughtUp
+    const hold =
+      (o.loadCommitEvents ?? 0) > 0 && o.deferDocumentsUntilCaughtUp === true && !caughtUp
+    if (hold) this.#holding = true
+    return hold
+  }
+
+  /** Whether a batch joined held transactions since the last commit: a commit has work. */
+  get holding(): boolean {
+    return this.#holding
   }
 
   /** A held batch was applied; commits the round if it is over. Whether all is committed. */
@@ -487,6 +499,7 @@ class CommitBarrier {
       ),
     )
     this.#uncommittedEvents = 0
+    this.#holding = false
     const built = noneBuilt()
     for (const answer of answers) {
       if (answer === undefined) continue
