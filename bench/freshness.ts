@@ -141,9 +141,12 @@ async function writeOne(pool: pg.Pool, orgs: Org[]): Promise<void> {
       ])
     } else if (roll < 0.6) {
       await client.query('begin')
-      for (let i = 0; i < 3; i++) {
+      // In id order, as an application locking several rows would: two such transactions taking
+      // the same providers in opposite orders deadlocked, and PostgreSQL rolled one back.
+      const renamed = [pick(org.providers), pick(org.providers), pick(org.providers)].sort()
+      for (const id of renamed) {
         await client.query(`update providers set last_name = $2 where id = $1`, [
-          pick(org.providers),
+          id,
           `M${randomUUID().slice(0, 8)}`,
         ])
       }
