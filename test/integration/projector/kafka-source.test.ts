@@ -8,7 +8,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { SourceRecord } from '../../../projector/decode/decode.ts'
+import { emptyOutcome } from '../../../projector/lanes/pack.ts'
 import { UNPARSEABLE_VALUE_OMITTED } from '../../../projector/sources/dead-letters.ts'
+import { createKafkaSource } from '../../../projector/sources/kafka.ts'
+import { committedOffsets, partitionKey } from '../../../projector/sources/topic-admin.ts'
 import { createProjector, type Projector } from '../../../projector/projector.ts'
 import { loadProjectorConfig } from '../../../src/config.ts'
 import { currentGeneration } from '../../../src/layout.ts'
@@ -341,6 +345,81 @@ describe('projector on Kafka', () => {
       }
     } finally {
       await projector.stop()
+    }
+  })
+
+  it('applies what arrives on several topics while a batch applies as one batch, and commits it', async () => {
+    // Live, kafkajs hands over one batch per partition; a transaction's changes span several
+    // tables' topics. Whatever arrives while the applier is busy goes to it as one batch: one
+    // commit of the files and one of the offsets, not one per topic.
+    const topics = ['grouping.public.a', 'grouping.public.b', 'grouping.public.c']
+    const groupId = 'it-grouping'
+    const calls: Array<readonly SourceRecord[]> = []
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    let caughtUp!: () => void
+    const ready = new Promise<void>((resolve) => (caughtUp = resolve))
+    const source = createKafkaSource({
+      brokers: kafka.brokers,
+      clientId: 'it-grouping',
+      groupId,
+      topicPrefix: 'grouping',
+      topics,
+      logger: pino({ level: 'silent' }),
+      applier: {
+        applyBatch: async (records) => {
+          calls.push(records)
+          // The first batch holds the applier until the others have arrived.
+          if (calls.length === 1) await gate
+          return emptyOutcome()
+        },
+        commit: () => ({}),
+        buildInProgress: () => undefined,
+      },
+      onBatch: () => undefined,
+      onLag: () => undefined,
+      onCaughtUp: () => Promise.resolve(caughtUp()),
+      lagIntervalMs: 200,
+    })
+    await source.start()
+    const admin = kafkaClient(kafka.brokers).admin()
+    await admin.connect()
+    try {
+      await ready
+      const send = (topic: string, n: number) =>
+        producer.send({
+          topic,
+          messages: Array.from({ length: n }, (_, i) => ({ key: `k${i}`, value: `{"n":${i}}` })),
+        })
+      await send(topics[0]!, 1)
+      await eventually(() => (calls.length === 1 ? true : undefined))
+      await send(topics[1]!, 2)
+      await send(topics[2]!, 3)
+      // Both delivered while the first batch applies: kafkajs fetched on meanwhile.
+      await new Promise((r) => setTimeout(r, 1_500))
+      expect(calls).toHaveLength(1)
+      release()
+      await eventually(() => (calls.length === 2 ? true : undefined))
+      expect(calls[1]!.map((r) => r.topic)).toEqual([
+        topics[1],
+        topics[1],
+        topics[2],
+        topics[2],
+        topics[2],
+      ])
+      // And the offsets of all three, committed after it.
+      const committed = await eventually(async () => {
+        const offsets = await committedOffsets(admin, groupId, topics)
+        const at = topics.map((t) => offsets.get(partitionKey(t, 0)))
+        return at.every((o) => o !== undefined) ? at : undefined
+      })
+      expect(committed).toEqual([1n, 2n, 3n])
+      await new Promise((r) => setTimeout(r, 500))
+      expect(calls).toHaveLength(2)
+    } finally {
+      release()
+      await admin.disconnect()
+      await source.stop()
     }
   })
 })
