@@ -207,6 +207,8 @@ async function main(bench: BenchConfig): Promise<void> {
     await waitFor(sheddingList, auth)
     let uncachedPages: DistinctPages = {
       origin: `http://127.0.0.1:${port}`,
+      // The cursor run's page (a cursor on the middle row) is one of these paths: measured
+      // first, it is then in the page cache, and the uncached run that reaches it finds a hit.
       paths: distinctPaths({
         organizationId,
         cursorSecret: CURSOR_SECRET,
@@ -215,7 +217,7 @@ async function main(bench: BenchConfig): Promise<void> {
           'doc_providers',
         ),
         limit: PAGE_LIMIT,
-      }),
+      }).filter((path) => path !== `/api/v1/providers?limit=${PAGE_LIMIT}&cursor=${middle}`),
       start: 0,
     }
     await checkDistinctPages(uncachedPages, key)
