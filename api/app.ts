@@ -13,9 +13,10 @@ import Fastify, {
   type FastifyError,
   type FastifyInstance,
   type FastifyReply,
+  type FastifyServerOptions,
 } from 'fastify'
 import { Redis } from 'ioredis'
-import { STATUS_CODES } from 'node:http'
+import { createServer, STATUS_CODES } from 'node:http'
 import type { Socket } from 'node:net'
 import type { Scope } from '../schema/resources.ts'
 import type { ApiConfig } from '../src/config.ts'
@@ -33,7 +34,7 @@ import {
 } from './errors.ts'
 import { createMetrics, type ApiMetrics } from './metrics.ts'
 import { buildOpenApiDocument } from './openapi.ts'
-import { registerShedding } from './overload.ts'
+import { queueDelayGate, registerShedding } from './overload.ts'
 import { PageCache } from './page-cache.ts'
 import { parseNoParams, rawQueryOf } from './params.ts'
 import { freshnessHeaders } from './freshness-headers.ts'
@@ -132,6 +133,15 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
       void sendError(reply, refused)
     },
     clientErrorHandler: (error, socket) => answerClientError(error, socket, logger),
+    // Fastify's own HTTP server, with the queue-delay check in front of its handler
+    // (overload.ts): the refusals of a flood never reach the router.
+    serverFactory: (handler, options: FastifyServerOptions) => {
+      const server = createServer(queueDelayGate(config.shedding, metrics, handler))
+      server.keepAliveTimeout = options.keepAliveTimeout ?? server.keepAliveTimeout
+      server.requestTimeout = options.requestTimeout ?? server.requestTimeout
+      server.setTimeout(options.connectionTimeout ?? 0)
+      return server
+    },
   })
   app.decorateRequest('served', null)
   app.decorateRequest('principal', null)

@@ -2,12 +2,15 @@
 // do not share counters).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
+/** The signal a request was refused on by load shedding (api/overload.ts). */
+export type ShedReason = 'event_loop_delay' | 'queue_delay' | 'in_flight'
+
 export interface ApiMetrics {
   readonly registry: Registry
   observeRequest(route: string, status: number, seconds: number): void
   rateLimited(policy: string): void
   /** A request refused by load shedding (api/overload.ts), by the signal that refused it. */
-  shed(reason: 'event_loop_delay' | 'in_flight'): void
+  shed(reason: ShedReason): void
   /** A list page looked up in the page cache: found (hit) or read from the file (miss). */
   pageCacheLookup(hit: boolean): void
   /** A response whose freshness instant was ahead of this host's clock (clamped, counted). */
@@ -52,8 +55,9 @@ export function createMetrics(gauges: Gauges): ApiMetrics {
     labelNames: ['reason'] as const,
     registers: [registry],
   })
-  // Both series from the start: an alert on their rate needs them before the first refusal.
+  // Every series from the start: an alert on their rate needs them before the first refusal.
   shed.inc({ reason: 'event_loop_delay' }, 0)
+  shed.inc({ reason: 'queue_delay' }, 0)
   shed.inc({ reason: 'in_flight' }, 0)
   new Gauge({
     name: 'api_open_file_handles',

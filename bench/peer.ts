@@ -157,6 +157,7 @@ async function main(bench: BenchConfig): Promise<void> {
           // Throughput at saturation is what is compared: shedding would answer 503 there (and
           // on a loaded machine, to the pages compared), where the PostgreSQL route queues.
           API_SHED_EVENT_LOOP_DELAY_MS: '0',
+          API_SHED_QUEUE_DELAY_MS: '0',
           API_SHED_MAX_IN_FLIGHT: '0',
           ...env,
         },

@@ -185,6 +185,11 @@ const apiEnv = z.object({
   API_SHED_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).max(10_000).default(50),
   /** How often the event-loop delay is averaged and compared (ms). */
   API_SHED_SAMPLE_INTERVAL_MS: z.coerce.number().int().min(10).max(10_000).default(100),
+  /**
+   * Refuse a request that has waited more than this many ms for the requests the event loop read
+   * before it in the same turn (api/overload.ts); 0: never on this signal.
+   */
+  API_SHED_QUEUE_DELAY_MS: z.coerce.number().int().min(0).max(10_000).default(20),
   /** Refuse requests while this many are begun and not answered; 0: no limit. */
   API_SHED_MAX_IN_FLIGHT: z.coerce.number().int().min(0).default(512),
   /** The Retry-After of a refused request, in seconds. */
@@ -212,6 +217,7 @@ export type ApiConfig = {
   shedding: {
     maxEventLoopDelayMs: number
     sampleIntervalMs: number
+    maxQueueDelayMs: number
     maxInFlight: number
     retryAfterSeconds: number
   }
@@ -328,6 +334,7 @@ export function loadApiConfig(env: Env): ApiConfig {
     shedding: {
       maxEventLoopDelayMs: e.API_SHED_EVENT_LOOP_DELAY_MS,
       sampleIntervalMs: e.API_SHED_SAMPLE_INTERVAL_MS,
+      maxQueueDelayMs: e.API_SHED_QUEUE_DELAY_MS,
       maxInFlight: e.API_SHED_MAX_IN_FLIGHT,
       retryAfterSeconds: e.API_SHED_RETRY_AFTER_SECONDS,
     },

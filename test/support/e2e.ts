@@ -183,6 +183,7 @@ export async function startApi(options: {
       // event loop starved for 50 ms is the machine, not the api's load, and shedding then would
       // fail a test for nothing. Load shedding has its own test (api/overload.test.ts).
       API_SHED_EVENT_LOOP_DELAY_MS: '0',
+      API_SHED_QUEUE_DELAY_MS: '0',
       ...options.env,
     },
     options.logDir,

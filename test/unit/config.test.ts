@@ -53,6 +53,7 @@ describe('loadApiConfig', () => {
       shedding: {
         maxEventLoopDelayMs: 50,
         sampleIntervalMs: 100,
+        maxQueueDelayMs: 20,
         maxInFlight: 512,
         retryAfterSeconds: 1,
       },
@@ -65,6 +66,7 @@ describe('loadApiConfig', () => {
       loadApiConfig({
         DATA_DIR: dataDir,
         API_SHED_EVENT_LOOP_DELAY_MS: '0',
+        API_SHED_QUEUE_DELAY_MS: '0',
         API_SHED_MAX_IN_FLIGHT: '0',
         API_SHED_RETRY_AFTER_SECONDS: '5',
         API_SHED_SAMPLE_INTERVAL_MS: '20',
@@ -72,11 +74,13 @@ describe('loadApiConfig', () => {
     ).toEqual({
       maxEventLoopDelayMs: 0,
       sampleIntervalMs: 20,
+      maxQueueDelayMs: 0,
       maxInFlight: 0,
       retryAfterSeconds: 5,
     })
     for (const [name, value] of [
       ['API_SHED_EVENT_LOOP_DELAY_MS', '-1'],
+      ['API_SHED_QUEUE_DELAY_MS', '1.5'],
       ['API_SHED_MAX_IN_FLIGHT', 'many'],
       ['API_SHED_RETRY_AFTER_SECONDS', '0'],
       ['API_SHED_SAMPLE_INTERVAL_MS', '5'],

@@ -1,9 +1,11 @@
-// Load shedding (api/overload.ts) over real HTTP: an api whose event loop is held busy, and one
-// whose requests wait on a stalled Redis (a real redis-server, its clients paused), refuse what
+// Load shedding (api/overload.ts) over real HTTP: an api whose event loop is held busy, one that
+// reads a flood of requests in one turn of its loop, and one whose requests wait on a stalled
+// Redis (a real redis-server, its clients paused), refuse what
 // they cannot serve at once with 503 api_temporarily_unavailable and Retry-After, and serve
 // again once the pressure is gone. Each case is run against the same api with that check off
 // too, so that the refusal is shown to come from the check and not from something else.
 import { Redis } from 'ioredis'
+import { connect, type Socket } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startRedis, type StartedRedis } from '../../harness/redis.ts'
 import { ReplicaFixture } from './fixtures.ts'
@@ -41,6 +43,31 @@ async function refused(api: RunningApi, key?: string): Promise<Response> {
     if (response.status === 503 || Date.now() > until) return response
     await new Promise((resolve) => setTimeout(resolve, 20))
   }
+}
+
+interface RawResponse {
+  status: number
+  retryAfter: string | undefined
+  body: string
+}
+
+/** The one response a `Connection: close` request gets, read until the api closes the socket. */
+function readWhole(socket: Socket): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    let raw = ''
+    socket.setEncoding('utf8')
+    socket.on('data', (chunk: string) => (raw += chunk))
+    socket.once('error', reject)
+    socket.once('close', () => {
+      const headEnd = raw.indexOf('\r\n\r\n')
+      const head = raw.slice(0, headEnd)
+      resolve({
+        status: Number(head.slice(9, 12)),
+        retryAfter: /\r\nretry-after: *(\S+)/i.exec(head)?.[1],
+        body: raw.slice(headEnd + 4),
+      })
+    })
+  })
 }
 
 async function shedCount(api: RunningApi, reason: string): Promise<number> {
@@ -113,6 +140,92 @@ describe('load shedding', () => {
         expect(await shedCount(api, 'event_loop_delay')).toBe(0)
       } finally {
         release()
+        await api.close()
+      }
+    })
+  })
+
+  describe('on queue delay', () => {
+    const onlyQueueDelay = {
+      API_SHED_EVENT_LOOP_DELAY_MS: '0',
+      API_SHED_MAX_IN_FLIGHT: '0',
+      // 300 requests of one key in a moment: no 429 in the way.
+      RATE_LIMIT_PER_KEY: '1000000',
+      RATE_LIMIT_PER_ORGANIZATION: '1000000',
+    }
+
+    /**
+     * `count` requests that all wait in their sockets until the api's next turn: every connection
+     * is opened first, then every request written while the loop is held, so the api reads them
+     * all in one turn. Each answer's status, Retry-After and body, in the order written.
+     */
+    async function oneTurnOf(api: RunningApi, count: number): Promise<RawResponse[]> {
+      const { hostname, port } = new URL(api.url)
+      const sockets = await Promise.all(
+        Array.from(
+          { length: count },
+          () =>
+            new Promise<Socket>((resolve, reject) => {
+              const socket = connect(Number(port), hostname, () => resolve(socket))
+              socket.once('error', reject)
+            }),
+        ),
+      )
+      const answers = sockets.map(readWhole)
+      // A connection is open on this side before the api has accepted it: let it accept them all.
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      for (const socket of sockets) {
+        socket.write(
+          `GET /api/v1/providers HTTP/1.1\r\nHost: ${hostname}\r\n` +
+            `Authorization: Bearer ${key}\r\nConnection: close\r\n\r\n`,
+        )
+      }
+      const until = performance.now() + 50
+      while (performance.now() < until) {
+        // the requests reach the api's sockets meanwhile
+      }
+      return Promise.all(answers)
+    }
+
+    it('refuses the requests read after the limit in a flood, serves the first, then more', async () => {
+      const api = await startApi(replica.dataDir, {
+        env: { ...onlyQueueDelay, API_SHED_QUEUE_DELAY_MS: '5' },
+      })
+      try {
+        expect(await served(api, key)).toBe(200)
+        const answers = await oneTurnOf(api, 300)
+        const statuses = answers.map((a) => a.status)
+        const servedCount = statuses.filter((s) => s === 200).length
+        const refusedCount = statuses.filter((s) => s === 503).length
+        expect(servedCount + refusedCount).toBe(300)
+        // The first requests of the turn are served; refusals begin once 5 ms have gone by.
+        expect(servedCount).toBeGreaterThan(0)
+        expect(refusedCount).toBeGreaterThan(0)
+        for (const refused of answers.filter((a) => a.status === 503)) {
+          expect(refused.retryAfter).toBe('1')
+          expect(JSON.parse(refused.body)).toEqual({
+            error: {
+              code: 'api_temporarily_unavailable',
+              message: 'the server is over capacity; retry after the time in Retry-After',
+            },
+          })
+        }
+        expect(await shedCount(api, 'queue_delay')).toBe(refusedCount)
+        expect((await api.get('/providers', key)).status).toBe(200)
+      } finally {
+        await api.close()
+      }
+    })
+
+    it('serves the same flood, every request, with the check off', async () => {
+      const api = await startApi(replica.dataDir, {
+        env: { ...onlyQueueDelay, API_SHED_QUEUE_DELAY_MS: '0' },
+      })
+      try {
+        const answers = await oneTurnOf(api, 300)
+        expect(answers.every((a) => a.status === 200)).toBe(true)
+        expect(await shedCount(api, 'queue_delay')).toBe(0)
+      } finally {
         await api.close()
       }
     })

@@ -28,8 +28,10 @@ export async function startApi(
     ADMIN_PORT: '0',
     LOG_LEVEL: 'silent',
     // In process, the api shares its event loop with the test: a fixture written synchronously
-    // would count as the api's delay and shed its next request. overload.test.ts turns it on.
+    // would count as the api's delay (the loop's, or a request's in its turn) and shed its next
+    // request. overload.test.ts turns them on.
     API_SHED_EVENT_LOOP_DELAY_MS: '0',
+    API_SHED_QUEUE_DELAY_MS: '0',
     ...options.env,
   })
   const api = await buildApi({
