@@ -163,7 +163,7 @@ describe('the scripts loaders', () => {
     expect(loadBenchConfig({})).toEqual({
       durationSeconds: 8,
       connections: 16,
-      overloadConnections: 128,
+      overloadConnections: 512,
     })
   })
 
