@@ -15,7 +15,9 @@
 // for them: served p50 26 ms measured by autocannon against 10.5 ms by the api's own clock, for the
 // same requests. Its rate is also a budget per connection per second, spent in a burst at the
 // start of each second. Here each response costs a few string searches, and requests are sent
-// evenly: every millisecond, the requests due are written on idle connections.
+// evenly: every millisecond, the requests due are written on idle connections. A response must
+// carry Content-Length, as the api's all do; one without stops the run, saying so.
+// (test/integration/bench/overload-load.test.ts checks the counts against a server's.)
 import { connect, type Socket } from 'node:net'
 
 const [url, key, rate, connectionCount, seconds] = process.argv.slice(2) as [
