@@ -44,13 +44,9 @@ class Connection {
   readonly #socket: Socket
   #received = ''
   #sentAt = 0
-  busy = true // until connected
 
   constructor(onIdle: (connection: Connection) => void) {
-    this.#socket = connect(Number(target.port), target.hostname, () => {
-      this.busy = false
-      onIdle(this)
-    })
+    this.#socket = connect(Number(target.port), target.hostname, () => onIdle(this))
     this.#socket.setNoDelay(true)
     this.#socket.setEncoding('latin1')
     this.#socket.on('data', (chunk: string) => {
@@ -63,7 +59,6 @@ class Connection {
   }
 
   send(): void {
-    this.busy = true
     this.#sentAt = performance.now()
     this.#socket.write(request)
   }
@@ -92,7 +87,6 @@ class Connection {
     )
       shed++
     else wrong++
-    this.busy = false
     return true
   }
 }
