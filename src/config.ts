@@ -186,8 +186,9 @@ const apiEnv = z.object({
   /** How often the event-loop delay is averaged and compared (ms). */
   API_SHED_SAMPLE_INTERVAL_MS: z.coerce.number().int().min(10).max(10_000).default(100),
   /**
-   * Refuse a request that has waited more than this many ms for the requests the event loop read
-   * before it in the same turn (api/overload.ts); 0: never on this signal.
+   * Refuse a request that can have waited more than this many ms to be read: its turn of the event
+   * loop so far, and the turn before when the two ran back to back (api/overload.ts LoopTurn);
+   * 0: never on this signal.
    */
   API_SHED_QUEUE_DELAY_MS: z.coerce.number().int().min(0).max(10_000).default(20),
   /** Refuse requests while this many are begun and not answered; 0: no limit. */
