@@ -123,6 +123,8 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
 interface Delivery {
   payload: EachBatchPayload
   records: SourceRecord[]
+  /** Its records' keys and values, in bytes (`MAX_PENDING_BYTES`). */
+  bytes: number
   /** Its last record's offset. */
   last: string
   /** Its partition was at its end when fetched. */
@@ -166,6 +168,7 @@ class KafkaChangeSource implements KafkaSource {
   /** Delivered batches not taken by the drain yet, in delivery order (`#drain`). */
   #pending: Delivery[] = []
   #pendingRecords = 0
+  #pendingBytes = 0
   /** The drain runs; `#settling` ends when it has applied and recorded everything delivered. */
   #draining = false
   #settling: Promise<void> = Promise.resolve()
@@ -346,6 +349,7 @@ class KafkaChangeSource implements KafkaSource {
     const delivery: Delivery = {
       payload,
       records: recordsOf(batch),
+      bytes: bytesOf(batch),
       last: batch.lastOffset(),
       atEnd: batch.offsetLag() === '0',
       started: process.hrtime.bigint(),
@@ -357,14 +361,18 @@ class KafkaChangeSource implements KafkaSource {
     else this.#behind.add(partition)
     this.#pending.push(delivery)
     this.#pendingRecords += delivery.records.length
+    this.#pendingBytes += delivery.bytes
     this.#drainSoon()
     // A stop, or a load's partition at its end: settled now (a stop, and the lag check that ends a
     // load, count on it). Otherwise kafkajs fetches on while the lanes apply, until a group's
-    // worth waits (`MAX_PENDING_RECORDS`).
+    // worth waits (`MAX_PENDING_RECORDS`, `MAX_PENDING_BYTES`).
     if (!payload.isRunning() || (delivery.atEnd && !this.#lag.caughtUp)) {
       await heartbeating(payload, this.#settling)
     }
-    while (this.#pendingRecords > MAX_PENDING_RECORDS && this.#draining) {
+    while (
+      (this.#pendingRecords > MAX_PENDING_RECORDS || this.#pendingBytes > MAX_PENDING_BYTES) &&
+      this.#draining
+    ) {
       await heartbeating(payload, this.#groupTaken())
     }
     await this.#throwIfBroken()
@@ -418,11 +426,16 @@ class KafkaChangeSource implements KafkaSource {
   /** How many of the deliveries waiting make the next group: a group's worth (at least one). */
   #groupSize(): number {
     let records = 0
+    let bytes = 0
     let n = 0
     while (n < this.#pending.length) {
-      const size = this.#pending[n]!.records.length
-      if (n > 0 && records + size > MAX_PENDING_RECORDS) break
-      records += size
+      const delivery = this.#pending[n]!
+      const over =
+        records + delivery.records.length > MAX_PENDING_RECORDS ||
+        bytes + delivery.bytes > MAX_PENDING_BYTES
+      if (n > 0 && over) break
+      records += delivery.records.length
+      bytes += delivery.bytes
       n++
     }
     return n
@@ -431,7 +444,10 @@ class KafkaChangeSource implements KafkaSource {
   /** Takes the first `n` deliveries waiting; kafkajs may deliver more. */
   #took(n: number): Delivery[] {
     const group = this.#pending.splice(0, n)
-    for (const delivery of group) this.#pendingRecords -= delivery.records.length
+    for (const delivery of group) {
+      this.#pendingRecords -= delivery.records.length
+      this.#pendingBytes -= delivery.bytes
+    }
     const waiting = this.#onGroupTaken
     this.#onGroupTaken = []
     for (const resolve of waiting) resolve()
@@ -656,11 +672,23 @@ function recordsOf(batch: EachBatchPayload['batch']): SourceRecord[] {
   }))
 }
 
+/** The bytes of a batch's keys and values. */
+function bytesOf(batch: EachBatchPayload['batch']): number {
+  let bytes = 0
+  for (const { key, value } of batch.messages) bytes += (key?.length ?? 0) + (value?.length ?? 0)
+  return bytes
+}
+
 function consumerOf(kafka: Kafka, groupId: string): Consumer {
   return kafka.consumer({
     groupId,
-    maxBytesPerPartition: 8 * 1024 * 1024,
-    maxBytes: 32 * 1024 * 1024,
+    // Small fetches, as memory goes: a fetched response stays in memory until the last of its
+    // records is applied, with kafkajs's objects for each record. At 8 MB a partition and 32 MB a
+    // fetch, a load over Kafka peaked at 594 MB (a million schemaless events) where the same file
+    // peaks at 430; at 1 and 8 MB, 467 MB in the same time (docs/performance.md). A fetch still
+    // returns a whole record batch larger than these.
+    maxBytesPerPartition: 1024 * 1024,
+    maxBytes: 8 * 1024 * 1024,
     // The broker answers a fetch as soon as it has one byte (minBytes 1: a change is handed over
     // the moment it is appended); maxWaitTimeInMs only bounds an idle fetch, so it sets how often
     // an idle consumer wakes, not any change's delay (docs/freshness.md).
@@ -679,11 +707,18 @@ function consumerOf(kafka: Kafka, groupId: string): Consumer {
 }
 
 /**
- * A group's bound, in records: the drain applies at most this many as one batch (a delivery is
- * never split), and kafkajs waits to deliver more while as many wait. So a group is applied while
- * the next is fetched, as the file source reads its next batch, and no more is held in memory.
+ * A group's bounds, in records and in bytes: the drain applies at most this many as one batch (a
+ * delivery is never split), and kafkajs waits to deliver more while as many wait. So a group is
+ * applied while the next is fetched, as the file source reads its next batch, and no more is
+ * held in memory.
  */
 const MAX_PENDING_RECORDS = 5_000
+/**
+ * 5,000 records with schemas are 25 MB. With the records' bound alone, a load with schemas over
+ * Kafka peaked at 570-650 MB; with this one too, at 440-460 MB in the same time (200,000 events,
+ * docs/performance.md).
+ */
+const MAX_PENDING_BYTES = 8 * 1024 * 1024
 
 /**
  * How often a batch looks for hand-overs. A look costs two file-system calls, one of them a

@@ -422,4 +422,63 @@ describe('projector on Kafka', () => {
       await source.stop()
     }
   })
+
+  it('bounds what it holds and applies at once by bytes, not only by records', async () => {
+    // Twelve records of 900 KB (10.8 MB) arrive while the applier is held on a first one: far fewer
+    // than a group's 5,000 records, more than its 8 MB. They go to the applier in groups of at most
+    // 8 MB, all of them, in order.
+    const topic = 'bytes.public.a'
+    const calls: Array<readonly SourceRecord[]> = []
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    let caughtUp!: () => void
+    const ready = new Promise<void>((resolve) => (caughtUp = resolve))
+    const source = createKafkaSource({
+      brokers: kafka.brokers,
+      clientId: 'it-bytes',
+      groupId: 'it-bytes',
+      topicPrefix: 'bytes',
+      topics: [topic],
+      logger: pino({ level: 'silent' }),
+      applier: {
+        applyBatch: async (records) => {
+          calls.push(records)
+          if (calls.length === 1) await gate
+          return emptyOutcome()
+        },
+        commit: () => ({}),
+        buildInProgress: () => undefined,
+      },
+      onBatch: () => undefined,
+      onLag: () => undefined,
+      onCaughtUp: () => Promise.resolve(caughtUp()),
+      lagIntervalMs: 200,
+    })
+    await source.start()
+    try {
+      await ready
+      const value = (n: number) => `{"n":${n},"pad":"${'x'.repeat(900 * 1024)}"}`
+      await producer.send({ topic, messages: [{ key: 'k0', value: value(0) }] })
+      await eventually(() => (calls.length === 1 ? true : undefined))
+      // One a request: the broker refuses a request over its 1 MB message limit.
+      for (let n = 1; n <= 12; n++) {
+        await producer.send({ topic, messages: [{ key: `k${n}`, value: value(n) }] })
+      }
+      await new Promise((r) => setTimeout(r, 1_500))
+      release()
+      const applied = () => calls.slice(1).flatMap((records) => records)
+      await eventually(() => (applied().length === 12 ? true : undefined))
+      const bytes = (records: readonly SourceRecord[]) =>
+        records.reduce((sum, r) => sum + (r.value as Buffer).length + (r.key as Buffer).length, 0)
+      for (const records of calls.slice(1))
+        expect(bytes(records)).toBeLessThanOrEqual(8 * 1024 * 1024)
+      expect(calls.length).toBeGreaterThan(2)
+      expect(applied().map((r) => r.offset)).toEqual(
+        Array.from({ length: 12 }, (_, i) => String(i + 1)),
+      )
+    } finally {
+      release()
+      await source.stop()
+    }
+  })
 })
