@@ -59,6 +59,20 @@ export function projectFile(
   })
 }
 
+/**
+ * A running process's peak resident memory in MB, from Linux's /proc (VmHWM); null elsewhere.
+ * For a process that still runs: `resourceUsage()` gives a child's only after its exit.
+ */
+export function peakRssMbOf(pid: number | undefined): number | null {
+  if (pid === undefined) return null
+  try {
+    const kb = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]
+    return kb === undefined ? null : Math.round(Number(kb) / 1024)
+  } catch {
+    return null
+  }
+}
+
 /** The end offset of every partition of `topics`, by `topic:partition`. */
 export async function endOffsets(admin: Admin, topics: string[]): Promise<Map<string, bigint>> {
   const ends = new Map<string, bigint>()

@@ -13,14 +13,15 @@
 // 3. Kafka (a real broker from the test harness): the first --kafka-events records (by default
 //    all of them: the file runs' records) are produced to their topics, then consumed by a bare
 //    kafkajs consumer group (no work per message) and by the projector, each timed from before it
-//    connects: kafkajs alone to its last record, the projector to its offsets committed and
-//    /readyz (documents built). By default on both encodings (each under its own topic prefix);
+//    connects: kafkajs alone to its last record, the projector (the real command in a child
+//    process, as for the file) to its offsets committed and /readyz (documents built). By default on both encodings (each under its own topic prefix);
 //    the JSON line carries the schemaless run, the stricter ratio (kafkajs alone reads a quarter
 //    of the bytes) and the recommended setting.
 // Ends with one line of JSON: {"events", "eventsPerSecond" (with schemas),
 // "eventsPerSecondSchemaless", "kafkaOnlyEventsPerSecond", "projectorKafkaEventsPerSecond",
 // "peakRssMb" (the larger of the two file runs), "lanes", "kafkaToFileRatio" (the projector over
-// Kafka against the file, schemaless) and "kafkaToFileRatioWrapped" (the same with schemas)}.
+// Kafka against the file, schemaless), "kafkaToFileRatioWrapped" (the same with schemas), and
+// "kafkaPeakRssMb" and "kafkaPeakRssMbWrapped" (the projector's peak RSS over Kafka)}.
 // The ratios compare the same records only: a load's fixed costs (the group's join, the documents'
 // build at catch-up, a few seconds) weigh five times as much on a fifth of the records, so with
 // --kafka-events short of the dataset they are null. On 2026-11-27, 200,000 records over Kafka
@@ -30,14 +31,20 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import type { Admin, Kafka } from 'kafkajs'
-import pino from 'pino'
-import { createProjector } from '../projector/projector.ts'
 import { changeTopics } from '../projector/sources/kafka.ts'
 import { loadProjectorConfig } from '../src/config.ts'
 import { kafkaClient, startKafka } from '../test/harness/kafka.ts'
+import { startProjector } from '../test/support/e2e.ts'
 import { type BenchEncoding, benchDataset } from './dataset.ts'
 import { produceFile } from './produce.ts'
-import { endOffsets, projectFile, waitCommitted } from './projector-run.ts'
+import {
+  endOffsets,
+  peakRssMbOf,
+  projectFile,
+  projectorNodeFlags,
+  waitCommitted,
+} from './projector-run.ts'
+import { readyz, waitUntil } from './wait.ts'
 
 const { values } = parseArgs({
   options: {
@@ -74,13 +81,6 @@ const lanesEnv: Record<string, string> =
 
 function log(line: string): void {
   process.stderr.write(`${line}\n`)
-}
-
-async function waitReady(adminUrl: string | undefined): Promise<void> {
-  if (adminUrl === undefined) throw new Error('the projector has no admin address')
-  while ((await fetch(`${adminUrl}/readyz`)).status !== 200) {
-    await new Promise((r) => setTimeout(r, 50))
-  }
 }
 
 async function kafkaOnly(
@@ -130,7 +130,12 @@ async function kafkaRun(
   brokers: string[],
   encoding: BenchEncoding,
   dataDir: string,
-): Promise<{ kafkaOnly: number; projector: number; lanes: number; wholeDataset: boolean }> {
+): Promise<{
+  kafkaOnly: number
+  projector: number
+  peakRssMb: number | null
+  wholeDataset: boolean
+}> {
   const { path, events } = await benchDataset(targetEvents, log, encoding)
   const topicPrefix = encoding === 'schemas' ? 'product' : 'schemaless'
   const topics = changeTopics(topicPrefix)
@@ -148,29 +153,32 @@ async function kafkaRun(
 
   log(`${encoding}: projector on Kafka...`)
   const groupId = `bench-projector-${encoding}`
-  const config = loadProjectorConfig({
-    DATA_DIR: join(dataDir, `kafka-${encoding}`),
-    KAFKA_BROKERS: brokers.join(','),
-    KAFKA_GROUP_ID: groupId,
-    TOPIC_PREFIX: topicPrefix,
-    ADMIN_PORT: '0',
-    LOG_LEVEL: 'warn',
-    ...lanesEnv,
+  // In its own process, started as the file runs are (`npm run projector`'s node flags), so that
+  // its peak RSS is its own. The clock starts once it answers: from there it joins the group.
+  const projector = await startProjector({
+    brokers,
+    dataDir: join(dataDir, `kafka-${encoding}`),
+    groupId,
+    logDir: dataDir,
+    label: `projector-kafka-${encoding}`,
+    env: { TOPIC_PREFIX: topicPrefix, LOG_LEVEL: 'warn', ...lanesEnv },
+    nodeArgs: projectorNodeFlags,
   })
-  const projector = createProjector({ config, logger: pino({ level: 'warn' }) })
   const t0 = process.hrtime.bigint()
-  await projector.startKafka()
   await waitCommitted(admin, groupId, topics, ends)
   const committedSeconds = Number(process.hrtime.bigint() - t0) / 1e9
   // Committed is not yet served: an initial load builds its documents once it has caught
   // up, and only then is ready. The clock stops there.
-  await waitReady(projector.adminAddress())
+  await waitUntil('the projector ready', () => readyz(projector.adminUrl), 3_600_000)
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9
   log(`  all committed after ${committedSeconds.toFixed(1)} s, ready after ${seconds.toFixed(1)} s`)
+  const peakRssMb = peakRssMbOf(projector.proc.child.pid)
   await projector.stop()
   const rate = Math.round(produced / seconds)
-  log(`  ${rate} events/s (${((rate / only) * 100).toFixed(0)}% of kafkajs alone)`)
-  return { kafkaOnly: only, projector: rate, lanes: lanesOf(config), wholeDataset }
+  log(
+    `  ${rate} events/s (${((rate / only) * 100).toFixed(0)}% of kafkajs alone), peak RSS ${peakRssMb ?? '?'} MB`,
+  )
+  return { kafkaOnly: only, projector: rate, peakRssMb, wholeDataset }
 }
 
 function ratio(kafka: number | null, file: number | null): number | null {
@@ -205,6 +213,7 @@ async function main(): Promise<void> {
     let kafkaOnlyEventsPerSecond: number | null = null
     let projectorKafkaEventsPerSecond: number | null = null
     let projectorKafkaEventsPerSecondWrapped: number | null = null
+    const kafkaPeakRssMb: Partial<Record<BenchEncoding, number | null>> = {}
     let sameRecords = true
     if (values['no-kafka'] !== true) {
       log('starting Kafka...')
@@ -215,8 +224,8 @@ async function main(): Promise<void> {
         await admin.connect()
         for (const encoding of kafkaEncodings) {
           const run = await kafkaRun(kafka, admin, broker.brokers, encoding, dataDir)
-          lanes = run.lanes
           sameRecords &&= run.wholeDataset
+          kafkaPeakRssMb[encoding] = run.peakRssMb
           if (encoding === 'schemas') projectorKafkaEventsPerSecondWrapped = run.projector
           if (encoding === 'schemaless' || kafkaEncodings.length === 1) {
             kafkaOnlyEventsPerSecond = run.kafkaOnly
@@ -246,6 +255,9 @@ async function main(): Promise<void> {
         // Issue 20's target: the Kafka path at least 0.85x the file path, each envelope.
         kafkaToFileRatio: like(projectorKafkaEventsPerSecond, rate(file.schemaless)),
         kafkaToFileRatioWrapped: like(projectorKafkaEventsPerSecondWrapped, rate(file.schemas)),
+        // The projector's own peak over Kafka, each envelope (the file runs' is peakRssMb).
+        kafkaPeakRssMb: kafkaPeakRssMb.schemaless ?? null,
+        kafkaPeakRssMbWrapped: kafkaPeakRssMb.schemas ?? null,
       })}\n`,
     )
   } finally {
