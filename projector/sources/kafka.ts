@@ -714,11 +714,11 @@ function consumerOf(kafka: Kafka, groupId: string): Consumer {
  */
 const MAX_PENDING_RECORDS = 5_000
 /**
- * 5,000 records with schemas are 25 MB. With the records' bound alone, a load with schemas over
- * Kafka peaked at 570-650 MB; with this one too, at 440-460 MB in the same time (200,000 events,
- * docs/performance.md).
+ * 5,000 records with schemas are 25 MB. A load of a million events with schemas over Kafka peaked
+ * at 606 MB with the records' bound alone, at 503-511 MB with a bound of 8 MB, and at 432 MB with
+ * this one (schemaless: 449 MB, as fast as at 8 MB; docs/performance.md).
  */
-const MAX_PENDING_BYTES = 8 * 1024 * 1024
+const MAX_PENDING_BYTES = 4 * 1024 * 1024
 
 /**
  * How often a batch looks for hand-overs. A look costs two file-system calls, one of them a

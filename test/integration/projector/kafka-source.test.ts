@@ -425,8 +425,8 @@ describe('projector on Kafka', () => {
 
   it('bounds what it holds and applies at once by bytes, not only by records', async () => {
     // Twelve records of 900 KB (10.8 MB) arrive while the applier is held on a first one: far fewer
-    // than a group's 5,000 records, more than its 8 MB. They go to the applier in groups of at most
-    // 8 MB, all of them, in order.
+    // than a group's 5,000 records, more than its 4 MB. They go to the applier in groups of at most
+    // 4 MB, all of them, in order.
     const topic = 'bytes.public.a'
     const calls: Array<readonly SourceRecord[]> = []
     let release!: () => void
@@ -471,7 +471,7 @@ describe('projector on Kafka', () => {
       const bytes = (records: readonly SourceRecord[]) =>
         records.reduce((sum, r) => sum + (r.value as Buffer).length + (r.key as Buffer).length, 0)
       for (const records of calls.slice(1))
-        expect(bytes(records)).toBeLessThanOrEqual(8 * 1024 * 1024)
+        expect(bytes(records)).toBeLessThanOrEqual(4 * 1024 * 1024)
       expect(calls.length).toBeGreaterThan(2)
       expect(applied().map((r) => r.offset)).toEqual(
         Array.from({ length: 12 }, (_, i) => String(i + 1)),
