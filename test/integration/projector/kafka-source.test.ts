@@ -101,6 +101,41 @@ function providerDoc(dataDir: string, id: string): { body: string; updatedAt: st
   }
 }
 
+/**
+ * A Kafka source on `topics` under `prefix`, started, whose applier holds its first batch until
+ * `release()`: what arrives meanwhile is delivered and waits. `calls`: each batch applied.
+ */
+async function heldSource(prefix: string, topics: string[]) {
+  const calls: Array<readonly SourceRecord[]> = []
+  let release!: () => void
+  const gate = new Promise<void>((resolve) => (release = resolve))
+  let caughtUp!: () => void
+  const ready = new Promise<void>((resolve) => (caughtUp = resolve))
+  const source = createKafkaSource({
+    brokers: kafka.brokers,
+    clientId: `it-${prefix}`,
+    groupId: `it-${prefix}`,
+    topicPrefix: prefix,
+    topics,
+    logger: pino({ level: 'silent' }),
+    applier: {
+      applyBatch: async (records) => {
+        calls.push(records)
+        if (calls.length === 1) await gate
+        return emptyOutcome()
+      },
+      commit: () => ({}),
+      buildInProgress: () => undefined,
+    },
+    onBatch: () => undefined,
+    onLag: () => undefined,
+    onCaughtUp: () => Promise.resolve(caughtUp()),
+    lagIntervalMs: 200,
+  })
+  await source.start()
+  return { source, calls, release, ready }
+}
+
 describe('projector on Kafka', () => {
   it('projects, dead-letters, becomes ready, and survives a restart without duplicate effects', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'replica-kafka-'))
@@ -354,34 +389,8 @@ describe('projector on Kafka', () => {
     // commit of the files and one of the offsets, not one per topic.
     const topics = ['grouping.public.a', 'grouping.public.b', 'grouping.public.c']
     const groupId = 'it-grouping'
-    const calls: Array<readonly SourceRecord[]> = []
-    let release!: () => void
-    const gate = new Promise<void>((resolve) => (release = resolve))
-    let caughtUp!: () => void
-    const ready = new Promise<void>((resolve) => (caughtUp = resolve))
-    const source = createKafkaSource({
-      brokers: kafka.brokers,
-      clientId: 'it-grouping',
-      groupId,
-      topicPrefix: 'grouping',
-      topics,
-      logger: pino({ level: 'silent' }),
-      applier: {
-        applyBatch: async (records) => {
-          calls.push(records)
-          // The first batch holds the applier until the others have arrived.
-          if (calls.length === 1) await gate
-          return emptyOutcome()
-        },
-        commit: () => ({}),
-        buildInProgress: () => undefined,
-      },
-      onBatch: () => undefined,
-      onLag: () => undefined,
-      onCaughtUp: () => Promise.resolve(caughtUp()),
-      lagIntervalMs: 200,
-    })
-    await source.start()
+    // The first batch holds the applier until the others have arrived.
+    const { source, calls, release, ready } = await heldSource('grouping', topics)
     const admin = kafkaClient(kafka.brokers).admin()
     await admin.connect()
     try {
@@ -428,33 +437,7 @@ describe('projector on Kafka', () => {
     // than a group's 5,000 records, more than its 4 MB. They go to the applier in groups of at most
     // 4 MB, all of them, in order.
     const topic = 'bytes.public.a'
-    const calls: Array<readonly SourceRecord[]> = []
-    let release!: () => void
-    const gate = new Promise<void>((resolve) => (release = resolve))
-    let caughtUp!: () => void
-    const ready = new Promise<void>((resolve) => (caughtUp = resolve))
-    const source = createKafkaSource({
-      brokers: kafka.brokers,
-      clientId: 'it-bytes',
-      groupId: 'it-bytes',
-      topicPrefix: 'bytes',
-      topics: [topic],
-      logger: pino({ level: 'silent' }),
-      applier: {
-        applyBatch: async (records) => {
-          calls.push(records)
-          if (calls.length === 1) await gate
-          return emptyOutcome()
-        },
-        commit: () => ({}),
-        buildInProgress: () => undefined,
-      },
-      onBatch: () => undefined,
-      onLag: () => undefined,
-      onCaughtUp: () => Promise.resolve(caughtUp()),
-      lagIntervalMs: 200,
-    })
-    await source.start()
+    const { source, calls, release, ready } = await heldSource('bytes', [topic])
     try {
       await ready
       const value = (n: number) => `{"n":${n},"pad":"${'x'.repeat(900 * 1024)}"}`
