@@ -123,7 +123,7 @@ export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
 interface Delivery {
   payload: EachBatchPayload
   records: SourceRecord[]
-  /** Its records' keys and values, in bytes (`MAX_PENDING_BYTES`). */
+  /** Its records' keys and values, in bytes (`GroupBounds`). */
   bytes: number
   /** Its last record's offset. */
   last: string
@@ -365,13 +365,14 @@ class KafkaChangeSource implements KafkaSource {
     this.#drainSoon()
     // A stop, or a load's partition at its end: settled now (a stop, and the lag check that ends a
     // load, count on it). Otherwise kafkajs fetches on while the lanes apply, until a group's
-    // worth waits (`MAX_PENDING_RECORDS`, `MAX_PENDING_BYTES`).
+    // worth waits (`groupBounds`).
     if (!payload.isRunning() || (delivery.atEnd && !this.#lag.caughtUp)) {
       await heartbeating(payload, this.#settling)
     }
-    while (
-      (this.#pendingRecords > MAX_PENDING_RECORDS || this.#pendingBytes > MAX_PENDING_BYTES) &&
-      this.#draining
+    for (
+      let bound = groupBounds(this.#lag.caughtUp);
+      (this.#pendingRecords > bound.records || this.#pendingBytes > bound.bytes) && this.#draining;
+      bound = groupBounds(this.#lag.caughtUp)
     ) {
       await heartbeating(payload, this.#groupTaken())
     }
@@ -425,14 +426,14 @@ class KafkaChangeSource implements KafkaSource {
 
   /** How many of the deliveries waiting make the next group: a group's worth (at least one). */
   #groupSize(): number {
+    const bound = groupBounds(this.#lag.caughtUp)
     let records = 0
     let bytes = 0
     let n = 0
     while (n < this.#pending.length) {
       const delivery = this.#pending[n]!
       const over =
-        records + delivery.records.length > MAX_PENDING_RECORDS ||
-        bytes + delivery.bytes > MAX_PENDING_BYTES
+        records + delivery.records.length > bound.records || bytes + delivery.bytes > bound.bytes
       if (n > 0 && over) break
       records += delivery.records.length
       bytes += delivery.bytes
@@ -706,19 +707,37 @@ function consumerOf(kafka: Kafka, groupId: string): Consumer {
   })
 }
 
+/** A group's bounds: how many records, and how many bytes of keys and values, at most. */
+export interface GroupBounds {
+  records: number
+  bytes: number
+}
+
 /**
- * A group's bounds, in records and in bytes: the drain applies at most this many as one batch (a
- * delivery is never split), and kafkajs waits to deliver more while as many wait. So a group is
- * applied while the next is fetched, as the file source reads its next batch, and no more is
- * held in memory.
+ * An initial load's group bounds. The drain applies at most this many as one batch (a delivery is
+ * never split), and kafkajs waits to deliver more while as many wait: a group is applied while the
+ * next is fetched, as the file source reads its next batch, and no more is held in memory. 5,000
+ * records with schemas are 25 MB: a load of a million events with schemas over Kafka peaked at
+ * 606 MB with the records' bound alone, at 503-511 MB with a bound of 8 MB, and at 432 MB with
+ * 4 MB (schemaless: 449 MB, as fast as at 8 MB; docs/performance.md).
  */
-const MAX_PENDING_RECORDS = 5_000
+export const LOAD_GROUP_BOUNDS: GroupBounds = { records: 5_000, bytes: 4 * 1024 * 1024 }
+
 /**
- * 5,000 records with schemas are 25 MB. A load of a million events with schemas over Kafka peaked
- * at 606 MB with the records' bound alone, at 503-511 MB with a bound of 8 MB, and at 432 MB with
- * this one (schemaless: 449 MB, as fast as at 8 MB; docs/performance.md).
+ * Live, once caught up. A group grows only behind a backlog, and commits each file it touches
+ * once, with its log's sync: a burst spread over many organizations pays that per file and per
+ * group, and larger groups pay it fewer times. A burst of 20,000 provider renames (2.6 KB each,
+ * `bench:tenants`) ran at a median 3,132 events/s over 7 organizations and 1,204 over 3,000 in
+ * groups of 16 MB, against 2,783 and 1,075 in groups of 4 MB (five or six runs each); in groups
+ * of 64 MB, 3,400 and 1,313, but the projector then peaked at 522 MB during the burst (16 MB:
+ * 452; 4 MB: 441), past the 500 MB README states (docs/many-organizations.md).
  */
-const MAX_PENDING_BYTES = 4 * 1024 * 1024
+export const LIVE_GROUP_BOUNDS: GroupBounds = { records: 20_000, bytes: 16 * 1024 * 1024 }
+
+/** The bounds of the next group: a load's until the replica has caught up, then live ones. */
+export function groupBounds(caughtUp: boolean): GroupBounds {
+  return caughtUp ? LIVE_GROUP_BOUNDS : LOAD_GROUP_BOUNDS
+}
 
 /**
  * How often a batch looks for hand-overs. A look costs two file-system calls, one of them a

@@ -11,7 +11,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { SourceRecord } from '../../../projector/decode/decode.ts'
 import { emptyOutcome } from '../../../projector/lanes/pack.ts'
 import { UNPARSEABLE_VALUE_OMITTED } from '../../../projector/sources/dead-letters.ts'
-import { createKafkaSource } from '../../../projector/sources/kafka.ts'
+import {
+  createKafkaSource,
+  LIVE_GROUP_BOUNDS,
+  LOAD_GROUP_BOUNDS,
+} from '../../../projector/sources/kafka.ts'
 import { committedOffsets, partitionKey } from '../../../projector/sources/topic-admin.ts'
 import { createProjector, type Projector } from '../../../projector/projector.ts'
 import { loadProjectorConfig } from '../../../src/config.ts'
@@ -433,31 +437,35 @@ describe('projector on Kafka', () => {
   })
 
   it('bounds what it holds and applies at once by bytes, not only by records', async () => {
-    // Twelve records of 900 KB (10.8 MB) arrive while the applier is held on a first one: far fewer
-    // than a group's 5,000 records, more than its 4 MB. They go to the applier in groups of at most
-    // 4 MB, all of them, in order.
+    // Records of 900 KB, a third more than a live group's bytes in all, arrive while the applier is
+    // held on a first one: far fewer than a group's records. They go to the applier in groups
+    // within the bytes' bound (a live one: the source has caught up), all of them, in order.
     const topic = 'bytes.public.a'
     const { source, calls, release, ready } = await heldSource('bytes', [topic])
+    const bound = LIVE_GROUP_BOUNDS.bytes
+    const count = Math.ceil((bound * 4) / 3 / (900 * 1024))
     try {
       await ready
       const value = (n: number) => `{"n":${n},"pad":"${'x'.repeat(900 * 1024)}"}`
       await producer.send({ topic, messages: [{ key: 'k0', value: value(0) }] })
       await eventually(() => (calls.length === 1 ? true : undefined))
       // One a request: the broker refuses a request over its 1 MB message limit.
-      for (let n = 1; n <= 12; n++) {
+      for (let n = 1; n <= count; n++) {
         await producer.send({ topic, messages: [{ key: `k${n}`, value: value(n) }] })
       }
       await new Promise((r) => setTimeout(r, 1_500))
       release()
       const applied = () => calls.slice(1).flatMap((records) => records)
-      await eventually(() => (applied().length === 12 ? true : undefined))
+      await eventually(() => (applied().length === count ? true : undefined))
       const bytes = (records: readonly SourceRecord[]) =>
         records.reduce((sum, r) => sum + (r.value as Buffer).length + (r.key as Buffer).length, 0)
-      for (const records of calls.slice(1))
-        expect(bytes(records)).toBeLessThanOrEqual(4 * 1024 * 1024)
-      expect(calls.length).toBeGreaterThan(2)
+      const groups = calls.slice(1).map(bytes)
+      for (const group of groups) expect(group).toBeLessThanOrEqual(bound)
+      expect(groups.length).toBeGreaterThan(1)
+      // Live groups are larger than a load's (kafka.ts `LIVE_GROUP_BOUNDS`).
+      expect(Math.max(...groups)).toBeGreaterThan(LOAD_GROUP_BOUNDS.bytes)
       expect(applied().map((r) => r.offset)).toEqual(
-        Array.from({ length: 12 }, (_, i) => String(i + 1)),
+        Array.from({ length: count }, (_, i) => String(i + 1)),
       )
     } finally {
       release()
