@@ -729,7 +729,7 @@ export const LOAD_GROUP_BOUNDS: GroupBounds = { records: 5_000, bytes: 4 * 1024 
  * group, and larger groups pay it fewer times. A burst of 20,000 provider renames (2.6 KB each,
  * `bench:tenants`) ran at a median 3,132 events/s over 7 organizations and 1,204 over 3,000 in
  * groups of 16 MB, against 2,783 and 1,075 in groups of 4 MB (five or six runs each); in groups
- * of 64 MB, 3,400 and 1,313, but the projector then peaked at 522 MB during the burst (16 MB:
+ * of 64 MB, 3,372 and 1,310, but the projector then peaked at 522 MB during the burst (16 MB:
  * 452; 4 MB: 441), past the 500 MB README states (docs/many-organizations.md).
  */
 export const LIVE_GROUP_BOUNDS: GroupBounds = { records: 20_000, bytes: 16 * 1024 * 1024 }
