@@ -12,9 +12,10 @@
 //    process, timed; its peak RSS is read from the child's own resource usage.
 // 3. Kafka (a real broker from the test harness): the first --kafka-events records (by default
 //    all of them: the file runs' records) are produced to their topics, then consumed by a bare
-//    kafkajs consumer group (no work per message) and by the projector, each timed from before it
-//    connects: kafkajs alone to its last record, the projector (the real command in a child
-//    process, as for the file) to its offsets committed and /readyz (documents built). By default on both encodings (each under its own topic prefix);
+//    kafkajs consumer group (no work per message) and by the projector: kafkajs alone from before
+//    it connects to its last record, the projector (the real command in a child process, as for
+//    the file) from its first answer, before it joins the group, to its offsets committed and
+//    /readyz (documents built). By default on both encodings (each under its own topic prefix);
 //    the JSON line carries the schemaless run, the stricter ratio (kafkajs alone reads a quarter
 //    of the bytes) and the recommended setting.
 // Ends with one line of JSON: {"events", "eventsPerSecond" (with schemas),

@@ -369,11 +369,7 @@ class KafkaChangeSource implements KafkaSource {
     if (!payload.isRunning() || (delivery.atEnd && !this.#lag.caughtUp)) {
       await heartbeating(payload, this.#settling)
     }
-    for (
-      let bound = groupBounds(this.#lag.caughtUp);
-      (this.#pendingRecords > bound.records || this.#pendingBytes > bound.bytes) && this.#draining;
-      bound = groupBounds(this.#lag.caughtUp)
-    ) {
+    while (this.#pendingOverBounds() && this.#draining) {
       await heartbeating(payload, this.#groupTaken())
     }
     await this.#throwIfBroken()
@@ -422,6 +418,12 @@ class KafkaChangeSource implements KafkaSource {
     } finally {
       this.#draining = false
     }
+  }
+
+  /** Whether more than a group's worth waits (the bounds of now: the load may end meanwhile). */
+  #pendingOverBounds(): boolean {
+    const bound = groupBounds(this.#lag.caughtUp)
+    return this.#pendingRecords > bound.records || this.#pendingBytes > bound.bytes
   }
 
   /** How many of the deliveries waiting make the next group: a group's worth (at least one). */
