@@ -1,0 +1,72 @@
+// A rebuild's look-ups of the replaced generation's stamps, over more organizations than it keeps
+// files open for.
+import Database from 'better-sqlite3'
+import { readdirSync, readlinkSync, rmSync } from 'node:fs'
+import { afterEach, describe, expect, it } from 'vitest'
+import { openPriorGeneration, PRIOR_FILES_OPEN } from '../../../projector/storage/prior-stamps.ts'
+import { testApplier } from '../../support/applier.ts'
+import { providerRow, record, uuid } from '../../support/debezium.ts'
+
+const dirs: string[] = []
+afterEach(() => {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true })
+})
+
+/** Database files under `dir` this process holds open (a file's -wal and -shm count with it). */
+function openFilesUnder(dir: string): number {
+  const files = new Set<string>()
+  for (const fd of readdirSync('/proc/self/fd')) {
+    try {
+      const target = readlinkSync(`/proc/self/fd/${fd}`)
+      if (target.startsWith(dir)) files.add(target.replace(/-(wal|shm)$/, ''))
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return files.size
+}
+
+describe('openPriorGeneration', () => {
+  it.runIf(process.platform === 'linux')(
+    'finds every organization’s stamps while keeping at most PRIOR_FILES_OPEN files open',
+    () => {
+      const organizations = Array.from({ length: PRIOR_FILES_OPEN + 6 }, (_, i) => uuid(5000 + i))
+      const { applier, generation } = testApplier({ offsetGuard: false }, undefined, (made) =>
+        dirs.push(made),
+      )
+      applier.applyBatch(
+        organizations.map((organizationId, i) =>
+          record({
+            table: 'providers',
+            op: 'c',
+            after: providerRow(uuid(i + 1), organizationId),
+            lsn: i + 1,
+          }),
+        ),
+      )
+      applier.close()
+      const stored = organizations.map((organizationId, i) => {
+        const db = new Database(generation.organizationPath(organizationId), { readonly: true })
+        const row = db
+          .prepare('SELECT hash, updated_at AS stamp FROM doc_providers WHERE id = ?')
+          .get(uuid(i + 1)) as { hash: string; stamp: string }
+        db.close()
+        return row
+      })
+
+      const prior = openPriorGeneration(generation)
+      const lookUp = (i: number, hash = stored[i]!.hash) =>
+        prior.priorStamp(organizations[i]!, 'provider', uuid(i + 1), hash)
+      organizations.forEach((_, i) => expect(lookUp(i)).toBe(stored[i]!.stamp))
+      expect(openFilesUnder(generation.dir)).toBeLessThanOrEqual(PRIOR_FILES_OPEN)
+      // The first organizations' files were closed for later ones: opened again when asked.
+      expect(lookUp(0)).toBe(stored[0]!.stamp)
+      expect(lookUp(1, 'another hash')).toBeUndefined()
+      expect(prior.priorStamp(uuid(9999), 'provider', uuid(1), stored[0]!.hash)).toBeUndefined()
+
+      prior.close()
+      expect(openFilesUnder(generation.dir)).toBe(0)
+      expect(lookUp(0)).toBeUndefined()
+    },
+  )
+})
