@@ -15,7 +15,16 @@
 //
 // A rebuild replays the topics into a new generation and swaps CURRENT atomically (write a
 // temporary file, rename it over), so the api moves to it between two requests.
-import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs'
+import {
+  closeSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  writeFileSync,
+} from 'node:fs'
 import { join } from 'node:path'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
@@ -143,12 +152,27 @@ export function prepareGeneration(dataDir: string, name: string): Generation {
   return gen
 }
 
-/** Makes `name` the generation the api serves, atomically. */
+/**
+ * Makes `name` the generation the api serves, atomically and durably: the new name is synced
+ * before it replaces the old, and the folder after, so a power cut leaves one name or the other,
+ * never an empty file.
+ */
 export function publishGeneration(dataDir: string, name: string): void {
   generation(dataDir, name)
   const tmp = join(dataDir, `CURRENT.${process.pid}.tmp`)
   writeFileSync(tmp, `${name}\n`)
+  fsyncPath(tmp)
   renameSync(tmp, join(dataDir, 'CURRENT'))
+  fsyncPath(dataDir)
+}
+
+function fsyncPath(path: string): void {
+  const fd = openSync(path, 'r')
+  try {
+    fsyncSync(fd)
+  } finally {
+    closeSync(fd)
+  }
 }
 
 /** The generation to project into: the current one, or a first one created and published. */
