@@ -30,6 +30,7 @@ import {
 import { createProjectorMetrics, type ProjectorMetrics } from './metrics.ts'
 import { readOrganizationFiles } from './storage/control-file.ts'
 import { openPriorGeneration, type PriorGeneration } from './storage/prior-stamps.ts'
+import { syncGeneration } from './storage/durable.ts'
 import { takeControlRepair } from './rebuild/control-repair.ts'
 import {
   claimHandovers,
@@ -150,6 +151,11 @@ class ProjectorProcess implements Projector {
   #consuming: Consuming | undefined
   /** Whether applying waits for disk space (`stop` ends the wait through `#stopped`). */
   #waitingForSpace = false
+  /**
+   * Building a rebuild's generation, not published yet: its files' commits are synced all at once
+   * before it is (storage/durable.ts `syncGeneration`).
+   */
+  #rebuilding = false
   readonly #stopped = new AbortController()
 
   constructor(deps: ProjectorDeps) {
@@ -191,6 +197,7 @@ class ProjectorProcess implements Projector {
       documentBuildWorkers: config.documentBuildWorkers,
       clock: this.#clock,
       ...(priorStamp === undefined ? {} : { priorStamp, previousGeneration: previous }),
+      unpublishedGeneration: this.#rebuilding,
     })
     this.#ready = this.#applier.caughtUp
     this.metrics.setCaughtUp(this.#ready)
@@ -475,11 +482,14 @@ class ProjectorProcess implements Projector {
       this.#generation = prepareGeneration(config.dataDir, newGenerationName(this.#clock()))
       const generation = this.#generation
       groupId = `${config.kafka.groupId}.${generation.name}`
+      this.#rebuilding = true
       this.#openApplier(true, previous)
       onCaughtUp = async () => {
         // Stopped mid-build: the new generation is not complete, and is not published.
         if (!(await this.#caughtUp())) return
+        await syncGeneration(generation)
         publishGeneration(config.dataDir, generation.name)
+        this.#rebuilding = false
         this.#retirePrevious()
         await this.#applier?.retirePrevious()
         this.#logger.info(

@@ -29,24 +29,31 @@ const migrations = {
  * reported; with WAL's usual NORMAL it could (the last transactions before the cut), and the
  * projector, resuming from the committed offsets, would never apply those events again.
  *
- * `syncedCommits: false` is for a writer that makes its commits durable itself before it reports
- * them (organization files: the lanes sync the logs a batch wrote together, at its end,
- * projector/storage/wal.ts). With WAL that is synchronous=NORMAL: a commit appends to the log
- * without an fsync, checkpoints still sync, and the log's checksummed frames keep the file whole
- * through a power cut; a rollback journal stays FULL (unsynced, a cut could tear the file).
+ * Who makes a commit durable (`Commits`):
+ * - `synced`: SQLite, before the commit returns (synchronous=FULL).
+ * - `byWriter`: a writer that syncs its commits itself before it reports them (organization
+ *   files: the lanes sync the logs a batch wrote together, at its end, projector/storage/wal.ts).
+ *   With WAL that is synchronous=NORMAL: a commit appends to the log without an fsync,
+ *   checkpoints still sync, and the log's checksummed frames keep the file whole through a power
+ *   cut; a rollback journal stays FULL (unsynced, a cut could tear the file).
+ * - `atPublish`: a file of a generation that nothing serves and nothing resumes from until it is
+ *   published (a rebuild's): a cut before that abandons the whole generation, torn files and all,
+ *   so a rollback journal's commits are not synced (synchronous=OFF) and the generation is synced
+ *   whole before it is published (projector/storage/generation-sync.ts). WAL stays NORMAL.
  */
 export type Journal = 'wal' | 'rollback'
+export type Commits = 'synced' | 'byWriter' | 'atPublish'
 
 /** The single writer's connection, journaling as asked (WAL unless the caller knows better). */
 export function openForWriting(
   path: string,
   kind: keyof typeof migrations,
   journal: Journal = 'wal',
-  syncedCommits = true,
+  commits: Commits = 'synced',
 ): SqliteDatabase {
   const db = new Database(path)
   db.pragma('busy_timeout = 5000')
-  useJournal(db, journal, syncedCommits)
+  useJournal(db, journal, commits)
   if (!isMigrated(db, kind)) migrate(drizzle(db), { migrationsFolder: migrations[kind] })
   return db
 }
@@ -91,9 +98,19 @@ export function preparedOnUse<S>(prepare: () => S): () => S {
  * Switches a writer's journal. Outside a transaction only; leaving WAL needs the file to itself
  * (SQLite refuses, after busy_timeout, while another connection has it open).
  */
-export function useJournal(db: SqliteDatabase, journal: Journal, syncedCommits = true): void {
+export function useJournal(
+  db: SqliteDatabase,
+  journal: Journal,
+  commits: Commits = 'synced',
+): void {
   db.pragma(`journal_mode = ${journal === 'wal' ? 'WAL' : 'TRUNCATE'}`)
-  db.pragma(`synchronous = ${journal === 'wal' && !syncedCommits ? 'NORMAL' : 'FULL'}`)
+  db.pragma(`synchronous = ${synchronous(journal, commits)}`)
+}
+
+function synchronous(journal: Journal, commits: Commits): 'FULL' | 'NORMAL' | 'OFF' {
+  if (commits === 'synced') return 'FULL'
+  if (journal === 'wal') return 'NORMAL'
+  return commits === 'atPublish' ? 'OFF' : 'FULL'
 }
 
 /** Sizes a connection's SQLite page cache, in KiB (the projector's budget: cache-budget.ts). */

@@ -74,6 +74,11 @@ export interface ApplierOptions {
   /** A rebuild's previous generation, whose stamps unchanged documents keep (`priorStamp`). */
   previousGeneration?: Generation
   /**
+   * `generation` is a rebuild's, published only once caught up and synced whole first
+   * (storage/generation-sync.ts): its deferred files' commits are not synced one by one.
+   */
+  unpublishedGeneration?: boolean
+  /**
    * A per-organization rebuild: only these organizations' rows are kept (and routed); every
    * other row is skipped, unless it moves out of one of them. Absent: every organization.
    */
@@ -188,6 +193,7 @@ class InlineApplier implements Applier {
       offsetGuard: options.offsetGuard,
       walCheckpointBytes: options.walCheckpointBytes,
       deferDocuments: () => options.deferDocumentsUntilCaughtUp === true && !this.#caughtUp,
+      unpublished: options.unpublishedGeneration === true,
       maxOpenFiles: options.maxOpenFiles ?? 64,
       cacheBudgetBytes: options.cacheBudgetBytes,
       fileOf: (organizationId) => control.organizationFile(organizationId),

@@ -37,6 +37,8 @@ export interface BuildJob {
   now: string
   cacheKiB: number
   walCheckpointBytes: number
+  /** The generation is not published yet (organization-file.ts `unpublished`). */
+  unpublished: boolean
 }
 
 /** An organization whose documents were built. */

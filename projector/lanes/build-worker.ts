@@ -18,6 +18,7 @@ function build(job: BuildJob): BuildResult {
     const file = openOrganizationFile(job.organizationId, job.path, {
       offsetGuard: false,
       deferDocuments: true,
+      unpublished: job.unpublished,
       ...(previous === undefined ? {} : { priorStamp: priorStampsFrom(previous) }),
     })
     try {

@@ -103,6 +103,7 @@ export class DocumentBuild {
         now,
         cacheKiB,
         walCheckpointBytes,
+        unpublished: core.options.unpublished,
         bytes: statSync(path).size,
       })
     }

@@ -52,6 +52,8 @@ export interface LaneCoreOptions {
   walCheckpointBytes: number
   /** Whether a file opened now defers its documents (an initial load, before catch-up). */
   deferDocuments: () => boolean
+  /** The generation is a rebuild's, not published yet (organization-file.ts `unpublished`). */
+  unpublished: boolean
   maxOpenFiles: number
   cacheBudgetBytes: number | undefined
   /** The organization's file in this generation, as control.db names it. */
@@ -112,6 +114,7 @@ export class LaneCore {
         return openOrganizationFile(organizationId, this.organizationPath(organizationId), {
           offsetGuard: o.offsetGuard,
           deferDocuments: o.deferDocuments(),
+          unpublished: o.unpublished,
           ...(prior === undefined
             ? {}
             : { priorStamp: (k, id, h) => prior(organizationId, k, id, h) }),

@@ -40,6 +40,7 @@ export interface LaneOptions {
   walCheckpointBytes: number
   deferDocumentsUntilCaughtUp: boolean
   caughtUp: boolean
+  unpublished: boolean
   maxOpenFiles: number
   cacheBudgetBytes: number | undefined
 }

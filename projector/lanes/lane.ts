@@ -31,6 +31,7 @@ const core = new LaneCore({
   offsetGuard: options.offsetGuard,
   walCheckpointBytes: options.walCheckpointBytes,
   deferDocuments: () => deferDocuments,
+  unpublished: options.unpublished,
   maxOpenFiles: options.maxOpenFiles,
   cacheBudgetBytes: options.cacheBudgetBytes,
   fileOf: (organizationId) => fileOf.get(organizationId),

@@ -243,6 +243,7 @@ class LaneCoordinator implements LaneApplier {
       walCheckpointBytes: o.walCheckpointBytes,
       deferDocumentsUntilCaughtUp: o.deferDocumentsUntilCaughtUp === true,
       caughtUp,
+      unpublished: o.unpublishedGeneration === true,
       maxOpenFiles: Math.max(1, Math.ceil((o.maxOpenFiles ?? 64) / o.lanes)),
       cacheBudgetBytes: o.cacheBudgetBytes,
     }

@@ -1,6 +1,6 @@
 import { closeSync, fdatasyncSync, openSync, statSync } from 'node:fs'
-import { open } from 'node:fs/promises'
 import type { SqliteDatabase } from '../../src/sqlite.ts'
+import { syncFiles } from './durable.ts'
 
 /**
  * Keeps a file's write-ahead log bounded. With the api reading constantly, SQLite's automatic
@@ -41,40 +41,9 @@ export function syncWal(walPath: string): void {
   }
 }
 
-/**
- * How many logs `syncWals` has open at once: more than libuv's threads (4) keep them busy, and a
- * bound keeps a batch over thousands of files from spending the descriptors OPEN_FILES_MAX leaves
- * to everything else (src/descriptors.ts).
- */
-const SYNCS_IN_FLIGHT = 32
-
-/**
- * `syncWal` for the logs a batch wrote, several at once: a batch spread over many organizations
- * commits hundreds of files, and their fsyncs, issued together on libuv's threads, share the
- * filesystem's journal commits, where one after another each paid its own
- * (docs/many-organizations.md has the figures).
- */
+/** `syncWal` for the logs a batch wrote, several at once (durable.ts). */
 export async function syncWals(walPaths: readonly string[]): Promise<void> {
-  let next = 0
-  const syncing = async (): Promise<void> => {
-    while (next < walPaths.length) await syncOne(walPaths[next++]!)
-  }
-  await Promise.all(Array.from({ length: Math.min(SYNCS_IN_FLIGHT, walPaths.length) }, syncing))
-}
-
-async function syncOne(walPath: string): Promise<void> {
-  let handle
-  try {
-    handle = await open(walPath, 'r')
-  } catch (error) {
-    if (checkpointedAway(error)) return
-    throw error
-  }
-  try {
-    await handle.datasync()
-  } finally {
-    await handle.close()
-  }
+  await syncFiles(walPaths)
 }
 
 /**

@@ -8,7 +8,9 @@ import { openForWriting, useJournal } from '../../src/sqlite.ts'
 const dir = mkdtempSync(join(tmpdir(), 'replica-sqlite-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-/** SQLite's `PRAGMA synchronous` as a number: 1 NORMAL, 2 FULL. */
+/** SQLite's `PRAGMA synchronous` as a number: 0 OFF, 1 NORMAL, 2 FULL. */
+const OFF = 0
+const NORMAL = 1
 const FULL = 2
 
 describe('a writer connection', () => {
@@ -23,6 +25,24 @@ describe('a writer connection', () => {
       expect(db.pragma('journal_mode', { simple: true })).toBe('truncate')
       expect(db.pragma('synchronous', { simple: true })).toBe(FULL)
       useJournal(db, 'wal')
+      expect(db.pragma('synchronous', { simple: true })).toBe(FULL)
+    } finally {
+      db.close()
+    }
+  })
+
+  // A rebuild's generation is synced whole before it is published (projector/storage/durable.ts):
+  // a cut before that abandons it, so its rollback-journal commits need no sync of their own.
+  it('leaves a rebuild’s rollback-journal commits to the sync at publish, and WAL to its writer', () => {
+    const db = openForWriting(join(dir, 'rebuild.db'), 'organization', 'rollback', 'atPublish')
+    try {
+      expect(db.pragma('journal_mode', { simple: true })).toBe('truncate')
+      expect(db.pragma('synchronous', { simple: true })).toBe(OFF)
+      // Its documents built, the file is served once published: its log is synced by the lanes.
+      useJournal(db, 'wal', 'atPublish')
+      expect(db.pragma('synchronous', { simple: true })).toBe(NORMAL)
+      // A published generation's rollback journal is never left unsynced: a cut could tear it.
+      useJournal(db, 'rollback', 'byWriter')
       expect(db.pragma('synchronous', { simple: true })).toBe(FULL)
     } finally {
       db.close()
