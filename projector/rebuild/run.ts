@@ -36,6 +36,7 @@ import {
   type Generation,
 } from '../../src/layout.ts'
 import { readOrganizationFiles } from '../storage/control-file.ts'
+import { syncDirectory } from '../storage/durable.ts'
 import { compareDocumentFiles, type ResourceDiff } from '../documents/index.ts'
 import { buildAside } from './aside.ts'
 import {
@@ -178,14 +179,19 @@ async function handOver(
     foldWal(source)
     const file = organizationFileName(report.organizationId, version)
     renameSync(source, live.organizationPath(report.organizationId, file))
+    waiting.set(report.organizationId, file)
+  }
+  // The moves made durable before the live projector may name the files in control.db (a synced
+  // commit): a power cut after it must not leave control.db naming a file the folder lost.
+  await syncDirectory(live.organizationsDir)
+  for (const [organizationId, file] of waiting) {
     requestHandover(live, {
-      organizationId: report.organizationId,
+      organizationId,
       file,
       position,
       requestedAt: clock().toISOString(),
       requestedBy: `pid ${process.pid}`,
     })
-    waiting.set(report.organizationId, file)
   }
   const deadline = performance.now() + deps.config.handoverTimeoutMs
   while (waiting.size > 0) {

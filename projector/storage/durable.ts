@@ -1,5 +1,6 @@
 // Making what was written durable, many files at once. The lanes sync the logs a batch wrote
-// (wal.ts); a rebuild syncs its whole generation before publishing it (`syncGeneration`).
+// (wal.ts); a rebuild syncs its whole generation before publishing it (`syncGeneration`), and a
+// per-organization rebuild the folder it moved its files into before handing them over.
 import { readdirSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { join } from 'node:path'
@@ -26,6 +27,11 @@ export async function syncFiles(paths: readonly string[]): Promise<number> {
   }
   await Promise.all(Array.from({ length: Math.min(SYNCS_IN_FLIGHT, paths.length) }, syncing))
   return synced
+}
+
+/** Makes a folder's entries durable: the files created, renamed or removed in it. */
+export async function syncDirectory(path: string): Promise<void> {
+  await syncOne(path, 'directory')
 }
 
 /** False: the file is gone. */
@@ -60,8 +66,8 @@ export async function syncGeneration(generation: Generation): Promise<number> {
     .map((name) => join(generation.organizationsDir, name))
   files.push(generation.controlPath, `${generation.controlPath}-wal`)
   const synced = await syncFiles(files)
-  await syncOne(generation.organizationsDir, 'directory')
-  await syncOne(generation.dir, 'directory')
-  await syncOne(join(generation.dir, '..'), 'directory')
+  await syncDirectory(generation.organizationsDir)
+  await syncDirectory(generation.dir)
+  await syncDirectory(join(generation.dir, '..'))
   return synced
 }
