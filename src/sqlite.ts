@@ -39,7 +39,7 @@ const migrations = {
  * - `atPublish`: a file of a generation that nothing serves and nothing resumes from until it is
  *   published (a rebuild's): a cut before that abandons the whole generation, torn files and all,
  *   so a rollback journal's commits are not synced (synchronous=OFF) and the generation is synced
- *   whole before it is published (projector/storage/generation-sync.ts). WAL stays NORMAL.
+ *   whole before it is published (projector/storage/durable.ts). WAL stays NORMAL.
  */
 export type Journal = 'wal' | 'rollback'
 export type Commits = 'synced' | 'byWriter' | 'atPublish'

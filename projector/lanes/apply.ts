@@ -75,7 +75,7 @@ export interface ApplierOptions {
   previousGeneration?: Generation
   /**
    * `generation` is a rebuild's, published only once caught up and synced whole first
-   * (storage/generation-sync.ts): its deferred files' commits are not synced one by one.
+   * (storage/durable.ts): its deferred files' commits are not synced one by one.
    */
   unpublishedGeneration?: boolean
   /**
