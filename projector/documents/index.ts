@@ -41,7 +41,7 @@ export {
   type ExpirableContent,
 } from './builders.ts'
 export { contentHash, joinJsonObjects, parseStringArray, withUpdatedAt } from './json.ts'
-export { priorStampsFrom } from './prior-stamps.ts'
+export { priorStampsFrom, priorStampsScanned } from './prior-stamps.ts'
 export {
   compareDocumentFiles,
   comparedResources,

@@ -3,10 +3,10 @@
 // files, opened on first use and at most `PRIOR_FILES_OPEN` at once; `close` lets the generation go
 // (it may then be removed).
 import Database from 'better-sqlite3'
-import { existsSync } from 'node:fs'
+import { statSync } from 'node:fs'
 import type { Generation } from '../../src/layout.ts'
 import { readOrganizationFiles } from './control-file.ts'
-import { priorStampsFrom, type PriorStamp } from '../documents/index.ts'
+import { priorStampsFrom, priorStampsScanned, type PriorStamp } from '../documents/index.ts'
 
 export interface PriorGeneration {
   priorStamp(organizationId: string, ...rest: Parameters<PriorStamp>): string | undefined
@@ -21,6 +21,13 @@ export interface PriorGeneration {
  * the least recently used one is closed instead.
  */
 export const PRIOR_FILES_OPEN = 64
+
+/**
+ * Files up to this size have their stamps read in one scan (documents/prior-stamps.ts
+ * `priorStampsScanned`): a few MB of file hold a few thousand documents, well under 1 MB in
+ * memory, and at most `PRIOR_FILES_OPEN` are held.
+ */
+export const PRIOR_FILE_SCANNED_BYTES = 4 << 20
 
 interface PriorFile {
   db: Database.Database
@@ -44,7 +51,8 @@ export function openPriorGeneration(previous: Generation): PriorGeneration {
     }
     if (absent.has(organizationId)) return undefined
     const path = previous.organizationPath(organizationId, files.get(organizationId))
-    if (!existsSync(path)) {
+    const bytes = statSync(path, { throwIfNoEntry: false })?.size
+    if (bytes === undefined) {
       absent.add(organizationId)
       return undefined
     }
@@ -54,7 +62,8 @@ export function openPriorGeneration(previous: Generation): PriorGeneration {
       file.db.close()
     }
     const db = new Database(path, { readonly: true, fileMustExist: true })
-    const file = { db, stamp: priorStampsFrom(db) }
+    const stamp = bytes <= PRIOR_FILE_SCANNED_BYTES ? priorStampsScanned(db) : priorStampsFrom(db)
+    const file = { db, stamp }
     open.set(organizationId, file)
     return file
   }

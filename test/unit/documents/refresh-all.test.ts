@@ -2,7 +2,7 @@
 // range of parent ids) against the per-batch refresh (point reads per document): on the same
 // mirror, every document table must be identical, byte for byte, stamps included.
 import { afterEach, describe, expect, it } from 'vitest'
-import { priorStampsFrom } from '../../../projector/documents/index.ts'
+import { priorStampsFrom, priorStampsScanned } from '../../../projector/documents/index.ts'
 import { DOCUMENT_TABLES } from '../../support/applier.ts'
 import {
   document,
@@ -452,6 +452,10 @@ describe('refreshAll', { timeout: 120_000 }, () => {
 
     const built = documentTables(whole)
     expect(built).toEqual(documentTables(batch))
+    const scanned = open({ priorStamp: priorStampsScanned(previous.db), buildPageRows: 3 })
+    apply(scanned, changed)
+    buildAll(scanned, T3)
+    expect(documentTables(scanned)).toEqual(built)
     const stamps = new Set(
       built['doc_providers']!.map((row) => (row as { updated_at: string }).updated_at),
     )

@@ -10,7 +10,11 @@ import {
   providerGroup as providerGroupSchema,
   sensitiveProvider as sensitiveProviderSchema,
 } from '../../../schema/resources.ts'
-import { contentHash, priorStampsFrom } from '../../../projector/documents/index.ts'
+import {
+  contentHash,
+  priorStampsFrom,
+  priorStampsScanned,
+} from '../../../projector/documents/index.ts'
 import { DOCUMENT_TABLES } from '../../support/applier.ts'
 import {
   document,
@@ -854,27 +858,34 @@ describe('determinism and rebuilds', () => {
     }
   })
 
-  it('keeps the previous generation stamp of unchanged documents on a rebuild', () => {
-    seed(f, false)
-    f.put('providers', provider({ id: 'p1', gender: 'M' })) // sensitive variant only
-    f.refresh(T2)
-    const rebuilt = openTestFile({ priorStamp: priorStampsFrom(f.db) })
-    try {
-      seed(rebuilt, true)
-      rebuilt.put('providers', provider({ id: 'p1', gender: 'M' }))
-      rebuilt.put('enrollments', enrollment({ id: 'e1', providerId: 'p1', status: 'approved' }))
-      rebuilt.refresh(T3)
-      expect(rebuilt.doc('doc_providers', 'p1')).toMatchObject({
-        updatedAt: T1,
-        sensitiveUpdatedAt: T2,
-      })
-      expect(rebuilt.doc('doc_provider_groups', 'g1')).toMatchObject({ updatedAt: T1 })
-      expect(rebuilt.doc('doc_expirables', 'document:d1')).toMatchObject({ updatedAt: T1 })
-      expect(rebuilt.doc('doc_enrollments', 'e1')).toMatchObject({ updatedAt: T3 })
-    } finally {
-      rebuilt.close()
-    }
-  })
+  // Looked up one document at a time (large files), or read in one scan (small ones).
+  it.each([
+    ['looked up', priorStampsFrom],
+    ['scanned', priorStampsScanned],
+  ])(
+    'keeps the previous generation stamp of unchanged documents on a rebuild (%s)',
+    (_, stamps) => {
+      seed(f, false)
+      f.put('providers', provider({ id: 'p1', gender: 'M' })) // sensitive variant only
+      f.refresh(T2)
+      const rebuilt = openTestFile({ priorStamp: stamps(f.db) })
+      try {
+        seed(rebuilt, true)
+        rebuilt.put('providers', provider({ id: 'p1', gender: 'M' }))
+        rebuilt.put('enrollments', enrollment({ id: 'e1', providerId: 'p1', status: 'approved' }))
+        rebuilt.refresh(T3)
+        expect(rebuilt.doc('doc_providers', 'p1')).toMatchObject({
+          updatedAt: T1,
+          sensitiveUpdatedAt: T2,
+        })
+        expect(rebuilt.doc('doc_provider_groups', 'g1')).toMatchObject({ updatedAt: T1 })
+        expect(rebuilt.doc('doc_expirables', 'document:d1')).toMatchObject({ updatedAt: T1 })
+        expect(rebuilt.doc('doc_enrollments', 'e1')).toMatchObject({ updatedAt: T3 })
+      } finally {
+        rebuilt.close()
+      }
+    },
+  )
 
   it('refreshAll rebuilds every document and drops orphans', () => {
     seed(f, false)
