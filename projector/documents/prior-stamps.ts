@@ -16,42 +16,49 @@ import type { DocumentKind, PriorStamp } from './refresher.ts'
 
 const qb = new QueryBuilder()
 
-/** The text of a stamp's look-up: the stamp of the row with this id, if it has this hash. */
-function stampQuery(stamp: AnySQLiteColumn, idColumn: AnySQLiteColumn, hash: AnySQLiteColumn) {
-  const where: SQL | undefined = and(
-    eq(idColumn, sql.placeholder('id')),
-    eq(hash, sql.placeholder('hash')),
-  )
-  // Parameters in this order: id, then hash (`get` below binds them so).
-  return qb.select({ stamp }).from(stamp.table).where(where).toSQL().sql
+/** Where each kind of document keeps its id, its content's hash and its stamp. */
+const stampColumns: Record<
+  DocumentKind,
+  { stamp: AnySQLiteColumn; id: AnySQLiteColumn; hash: AnySQLiteColumn }
+> = {
+  provider: { stamp: providerDocs.updatedAt, id: providerDocs.id, hash: providerDocs.hash },
+  sensitiveProvider: {
+    stamp: providerDocs.sensitiveUpdatedAt,
+    id: providerDocs.id,
+    hash: providerDocs.sensitiveHash,
+  },
+  providerGroup: {
+    stamp: providerGroupDocs.updatedAt,
+    id: providerGroupDocs.id,
+    hash: providerGroupDocs.hash,
+  },
+  enrollment: { stamp: enrollmentDocs.updatedAt, id: enrollmentDocs.id, hash: enrollmentDocs.hash },
+  groupEnrollment: {
+    stamp: groupEnrollmentDocs.updatedAt,
+    id: groupEnrollmentDocs.id,
+    hash: groupEnrollmentDocs.hash,
+  },
+  document: { stamp: documentDocs.updatedAt, id: documentDocs.id, hash: documentDocs.hash },
+  expirable: { stamp: expirableDocs.updatedAt, id: expirableDocs.id, hash: expirableDocs.hash },
 }
+const kinds = Object.keys(stampColumns) as DocumentKind[]
 
 /**
- * Each kind's look-up, its text made once per process. A rebuild of thousands of organizations
- * opens the previous generation's file of each: drizzle building seven selects per file, and
- * preparing all seven up front, took 7% of a lane's time over 3,000 small organizations.
+ * Each kind's look-up, its text made once per process: the stamp of the row with this id, if it
+ * has this hash (parameters: id, then hash). A rebuild of thousands of organizations opens the
+ * previous generation's file of each: drizzle building seven selects per file, and preparing all
+ * seven up front, took 7% of a lane's time over 3,000 small organizations.
  */
-const stampQueries: Record<DocumentKind, string> = {
-  provider: stampQuery(providerDocs.updatedAt, providerDocs.id, providerDocs.hash),
-  sensitiveProvider: stampQuery(
-    providerDocs.sensitiveUpdatedAt,
-    providerDocs.id,
-    providerDocs.sensitiveHash,
-  ),
-  providerGroup: stampQuery(
-    providerGroupDocs.updatedAt,
-    providerGroupDocs.id,
-    providerGroupDocs.hash,
-  ),
-  enrollment: stampQuery(enrollmentDocs.updatedAt, enrollmentDocs.id, enrollmentDocs.hash),
-  groupEnrollment: stampQuery(
-    groupEnrollmentDocs.updatedAt,
-    groupEnrollmentDocs.id,
-    groupEnrollmentDocs.hash,
-  ),
-  document: stampQuery(documentDocs.updatedAt, documentDocs.id, documentDocs.hash),
-  expirable: stampQuery(expirableDocs.updatedAt, expirableDocs.id, expirableDocs.hash),
-}
+const stampQueries = Object.fromEntries(
+  kinds.map((kind) => {
+    const { stamp, id, hash } = stampColumns[kind]
+    const where: SQL | undefined = and(
+      eq(id, sql.placeholder('id')),
+      eq(hash, sql.placeholder('hash')),
+    )
+    return [kind, qb.select({ stamp }).from(stamp.table).where(where).toSQL().sql]
+  }),
+) as Record<DocumentKind, string>
 
 /**
  * A `priorStamp` reading the previous generation's file of the same organization (opened
@@ -69,32 +76,14 @@ export function priorStampsFrom(previousGeneration: Database.Database): PriorSta
 }
 
 /** Every stamp of a file, as `kind, id, hash, stamp` rows: one scan of each documents table. */
-const everyStamp = (
-  Object.entries({
-    provider: [providerDocs.updatedAt, providerDocs.id, providerDocs.hash],
-    sensitiveProvider: [
-      providerDocs.sensitiveUpdatedAt,
-      providerDocs.id,
-      providerDocs.sensitiveHash,
-    ],
-    providerGroup: [providerGroupDocs.updatedAt, providerGroupDocs.id, providerGroupDocs.hash],
-    enrollment: [enrollmentDocs.updatedAt, enrollmentDocs.id, enrollmentDocs.hash],
-    groupEnrollment: [
-      groupEnrollmentDocs.updatedAt,
-      groupEnrollmentDocs.id,
-      groupEnrollmentDocs.hash,
-    ],
-    document: [documentDocs.updatedAt, documentDocs.id, documentDocs.hash],
-    expirable: [expirableDocs.updatedAt, expirableDocs.id, expirableDocs.hash],
-  } satisfies Record<DocumentKind, AnySQLiteColumn[]>) as [DocumentKind, AnySQLiteColumn[]][]
-)
-  .map(
-    ([kind, [stamp, id, hash]]) =>
-      qb
-        .select({ kind: sql.raw(`'${kind}'`), id: id!, hash: hash!, stamp: stamp! })
-        .from(stamp!.table)
-        .toSQL().sql,
-  )
+const everyStamp = kinds
+  .map((kind) => {
+    const { stamp, id, hash } = stampColumns[kind]
+    return qb
+      .select({ kind: sql.raw(`'${kind}'`), id, hash, stamp })
+      .from(stamp.table)
+      .toSQL().sql
+  })
   .join(' UNION ALL ')
 
 /**
