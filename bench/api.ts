@@ -46,16 +46,16 @@
 // BENCH_API_NODE_FLAGS: more node flags for the api processes (`--trace-gc`, which NODE_OPTIONS
 // refuses).
 import type { ChildProcess } from 'node:child_process'
-import { randomUUID } from 'node:crypto'
 import { readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { dirname, join } from 'node:path'
 import Fastify from 'fastify'
 import { type BenchConfig, ConfigError, loadBenchConfig } from '../src/config.ts'
 import { freePort } from '../test/harness/process.ts'
-import { allScopes, ReplicaFixture, stamp } from '../test/integration/api/fixtures.ts'
 import { spawn } from 'node:child_process'
 import { repoRoot } from '../test/harness/paths.ts'
+import { stamp } from '../test/integration/api/fixtures.ts'
+import { buildOrganization, PROVIDERS } from './api-organization.ts'
 import { distinctPaths } from './distinct-pages.ts'
 import { listPositions, liveOrganization, organizationFile } from './live-org.ts'
 import { projectorNodeFlags } from './projector-run.ts'
@@ -72,7 +72,6 @@ import {
   waitFor,
 } from './http-load.ts'
 
-const PROVIDERS = 10_000
 /** The live run's organization (the generator's largest) and its change stream. */
 const LIVE_PROVIDERS = 5000
 const LIVE_UPDATE_ROUNDS = 3
@@ -95,53 +94,6 @@ if (process.argv[2] === '--bare') {
     process.stderr.write(`bench:api: ${error.message}\n`)
     process.exitCode = 1
   }
-}
-
-function buildOrganization(): {
-  replica: ReplicaFixture
-  key: string
-  ids: string[]
-  organizationId: string
-} {
-  const replica = ReplicaFixture.create()
-  const org = replica.organization()
-  const ids: string[] = []
-  const insert = org.db.transaction(() => {
-    for (let i = 0; i < PROVIDERS; i++) {
-      const { sensitive } = org.provider(
-        {
-          lastName: `Provider${i}`,
-          secondarySpecialty: i % 2 === 0 ? 'Internal Medicine' : null,
-          secondarySpecialtyTaxonomyCode: i % 2 === 0 ? '207R00000X' : null,
-          groupMemberships: Array.from({ length: 1 + (i % 3) }, (_, g) => ({
-            providerGroupId: randomUUID(),
-            name: `Regional Medical Group ${g}`,
-            npi: '1999999984',
-            tin: '123456789',
-          })),
-          providerIds: Array.from({ length: 3 + (i % 3) }, (_, n) => ({
-            id: randomUUID(),
-            type: ['dea', 'state_license', 'board_certification', 'cds', 'malpractice'][
-              n
-            ] as string,
-            value: `ID-${i}-${n}-${randomUUID().slice(0, 8)}`,
-            issuedOn: '2021-03-01',
-            expiresOn: '2027-03-01',
-            metadata: { state: 'IL', verifiedBy: 'primary_source', note: 'verified annually' },
-          })),
-        },
-        // 20 stamps share each second: ties are ordered by id, as in real bursts.
-        { updatedAt: stamp(Math.floor(i / 20)) },
-      )
-      ids.push(sensitive.id)
-    }
-  })
-  insert()
-  const key = replica.key(org.id, {
-    scopes: allScopes.filter((s) => s !== 'providers:read:sensitive'),
-  }).raw
-  replica.publish()
-  return { replica, key, ids, organizationId: org.id }
 }
 
 async function main(bench: BenchConfig): Promise<void> {
