@@ -68,10 +68,12 @@ export class OrganizationFile {
 
   /**
    * The list page cached under `key` for the file's current state, else the one `read` makes,
-   * then cached. The version and the page are read in one snapshot: a body is only ever stored
-   * under the version of the state it was read from.
+   * kept when it is asked for the second time at this state (page-cache.ts): `read` is told
+   * whether its body will be kept, so that one that will not can be built in a reused buffer.
+   * The version and the page are read in one snapshot: a body is only ever stored under the
+   * version of the state it was read from.
    */
-  cachedPage(key: string, read: () => Buffer): { body: Buffer; hit: boolean } {
+  cachedPage(key: string, read: (kept: boolean) => Buffer): { body: Buffer; hit: boolean } {
     // A hit needs no snapshot: the version alone says the file is in the state the page was read
     // from. BEGIN and COMMIT cost a cached page about as much as the rest of its lookup. A key
     // with no page at all (most polls: their watermark is new) skips that version read: it is a
@@ -84,8 +86,9 @@ export class OrganizationFile {
       const version = this.dataVersion()
       const cached = this.pages.get(version, key)
       if (cached !== undefined) return { body: cached, hit: true }
-      const body = read()
-      this.pages.set(version, key, body)
+      const kept = this.pages.askedAgain(version, key)
+      const body = read(kept)
+      if (kept) this.pages.set(version, key, body)
       return { body, hit: false }
     })
   }

@@ -174,13 +174,15 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
       const tag = listPageTag(bodyColumn, page.versions, cursor)
       return sendBuilt(ctx, reply, (allocate) => listBody(page.bodies, cursor, allocate), tag)
     }
-    // A body that may be cached is built in a buffer of its own: a slab is reused once its
-    // response is done, a cached body is sent again and again, with its tag.
+    // A body the cache keeps is built in a buffer of its own and sent again and again with its
+    // tag; one it does not is built in a slab, reused once its response is done.
+    const lease = ctx.buffers.lease()
+    reply.raw.once('close', lease.release)
     const { body, hit } = served.organizations.read(principal, (file) =>
-      file.cachedPage(pageKey, () => {
+      file.cachedPage(pageKey, (kept) => {
         const page = read(file)
         const cursor = cursorOf(page)
-        const built = listBody(page.bodies, cursor, ownedBuffer)
+        const built = listBody(page.bodies, cursor, kept ? ownedBuffer : lease.allocate)
         pageTags.set(built, listPageTag(bodyColumn, page.versions, cursor))
         return built
       }),

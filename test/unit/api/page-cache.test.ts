@@ -98,6 +98,28 @@ describe('PageCache', () => {
     expect(cache.entries).toBe(1)
   })
 
+  it('says a page is worth keeping on its second read at one version, not its first', () => {
+    const pages = new PageCache(1000).forFile()
+    expect(pages.askedAgain(1, 'a')).toBe(false)
+    expect(pages.askedAgain(1, 'b')).toBe(false)
+    expect(pages.askedAgain(1, 'a')).toBe(true)
+    // Answered once: a third read without a `set` starts over.
+    expect(pages.askedAgain(1, 'a')).toBe(false)
+    // A new version forgets the reads of the old one: the file changed, so may every page.
+    expect(pages.askedAgain(2, 'b')).toBe(false)
+    expect(pages.askedAgain(2, 'b')).toBe(true)
+    pages.askedAgain(2, 'c')
+    pages.clear()
+    expect(pages.askedAgain(2, 'c')).toBe(false)
+  })
+
+  it('remembers a bounded number of pages read once, forgetting the oldest', () => {
+    const pages = new PageCache(1000).forFile()
+    for (let i = 0; i <= 1024; i++) expect(pages.askedAgain(1, `k${i}`)).toBe(false)
+    expect(pages.askedAgain(1, 'k0')).toBe(false)
+    expect(pages.askedAgain(1, 'k1024')).toBe(true)
+  })
+
   it('keeps nothing at 0 bytes', () => {
     const cache = new PageCache(0)
     const pages = cache.forFile()
@@ -105,6 +127,8 @@ describe('PageCache', () => {
     expect(pages.enabled).toBe(false)
     pages.set(1, 'a', body(1))
     pages.set(1, '', Buffer.alloc(0))
+    pages.askedAgain(1, 'a')
+    expect(pages.askedAgain(1, 'a')).toBe(false)
     expect(pages.get(1, 'a')).toBeUndefined()
     expect(pages.get(1, '')).toBeUndefined()
     expect(cache.bytes).toBe(0)

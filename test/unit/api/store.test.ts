@@ -140,18 +140,28 @@ describe('cachedPage', () => {
     expect(file.snapshot(() => file.dataVersion())).not.toBe(before)
   })
 
-  it('serves a cached page until the file changes, then the new one', () => {
-    expect(file.cachedPage('page', read)).toMatchObject({ hit: false })
-    expect(file.cachedPage('page', read)).toMatchObject({ hit: true })
+  it('keeps a page asked for twice, and serves it until the file changes, then the new one', () => {
+    const kept: boolean[] = []
+    const reading = (keep: boolean) => {
+      kept.push(keep)
+      return read()
+    }
+    expect(file.cachedPage('page', reading)).toMatchObject({ hit: false })
+    expect(file.cachedPage('page', reading)).toMatchObject({ hit: false })
+    expect(file.cachedPage('page', reading)).toMatchObject({ hit: true })
+    expect(kept).toEqual([false, true])
     write('g2')
-    const after = file.cachedPage('page', read)
+    const after = file.cachedPage('page', reading)
     expect(after.hit).toBe(false)
     expect(after.body.toString()).toBe('{"id":"g1"},{"id":"g2"}')
+    // The change forgot the read before it: this one, the first of the new state, is not kept.
+    expect(kept).toEqual([false, true, false])
   })
 
   it('never serves a page cached from a state the projector had already moved past', () => {
     // The projector commits while the page is being read: the page is of the old state, and is
     // stored under the old state's version, so the next request reads the file again.
+    file.cachedPage('page', read)
     const racing = file.cachedPage('page', () => {
       const body = read()
       write('g2')
@@ -170,6 +180,7 @@ describe('cachedPage', () => {
       openForReading(join(dir, 'organization.db')),
       cache.forFile(),
     )
+    other.cachedPage('page', () => Buffer.from('{"id":"g1"}'))
     other.cachedPage('page', () => Buffer.from('{"id":"g1"}'))
     expect(cache.entries).toBe(1)
     other.close()
