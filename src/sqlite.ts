@@ -38,8 +38,9 @@ const migrations = {
  *   cut; a rollback journal stays FULL (unsynced, a cut could tear the file).
  * - `atPublish`: a file of a generation that nothing serves and nothing resumes from until it is
  *   published (a rebuild's): a cut before that abandons the whole generation, torn files and all,
- *   so a rollback journal's commits are not synced (synchronous=OFF) and the generation is synced
- *   whole before it is published (projector/storage/durable.ts). WAL stays NORMAL.
+ *   so a rollback journal's commits are not synced (synchronous=OFF), the journal itself is kept
+ *   in memory (`journalMode`), and the generation is synced whole before it is published
+ *   (projector/storage/durable.ts). WAL stays NORMAL.
  */
 export type Journal = 'wal' | 'rollback'
 export type Commits = 'synced' | 'byWriter' | 'atPublish'
@@ -103,8 +104,21 @@ export function useJournal(
   journal: Journal,
   commits: Commits = 'synced',
 ): void {
-  db.pragma(`journal_mode = ${journal === 'wal' ? 'WAL' : 'TRUNCATE'}`)
+  db.pragma(`journal_mode = ${journalMode(journal, commits)}`)
   db.pragma(`synchronous = ${synchronous(journal, commits)}`)
+}
+
+/**
+ * A rollback journal is a file (TRUNCATE: created at a file's first write, emptied at each
+ * commit), except for an `atPublish` file's: in memory. A crash abandons that file's whole
+ * generation, so the journal only has to undo a transaction that fails in this process (a lane's
+ * error, a full disk), which it does from memory. A rebuild over 3,000 organizations makes a
+ * file, and so a journal, for each: alternated runs, 430,000 events, 19.8-23.7 s to the swap
+ * (median 21.8) against 22.2-24.5 (23.3).
+ */
+function journalMode(journal: Journal, commits: Commits): 'WAL' | 'TRUNCATE' | 'MEMORY' {
+  if (journal === 'wal') return 'WAL'
+  return commits === 'atPublish' ? 'MEMORY' : 'TRUNCATE'
 }
 
 function synchronous(journal: Journal, commits: Commits): 'FULL' | 'NORMAL' | 'OFF' {

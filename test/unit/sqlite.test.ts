@@ -1,5 +1,5 @@
 // src/sqlite.ts: how the projector's writer connections journal and sync, on real files.
-import { mkdtempSync, rmSync } from 'node:fs'
+import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -32,12 +32,19 @@ describe('a writer connection', () => {
   })
 
   // A rebuild's generation is synced whole before it is published (projector/storage/durable.ts):
-  // a cut before that abandons it, so its rollback-journal commits need no sync of their own.
+  // a cut before that abandons it, so its rollback-journal commits need no sync of their own, and
+  // its journal only undoes what fails in the process: in memory, no file.
   it('leaves a rebuild’s rollback-journal commits to the sync at publish, and WAL to its writer', () => {
-    const db = openForWriting(join(dir, 'rebuild.db'), 'organization', 'rollback', 'atPublish')
+    const path = join(dir, 'rebuild.db')
+    const db = openForWriting(path, 'organization', 'rollback', 'atPublish')
     try {
-      expect(db.pragma('journal_mode', { simple: true })).toBe('truncate')
+      expect(db.pragma('journal_mode', { simple: true })).toBe('memory')
       expect(db.pragma('synchronous', { simple: true })).toBe(OFF)
+      db.exec('BEGIN')
+      db.prepare("INSERT INTO replica_meta (key, value) VALUES ('k', 'v')").run()
+      expect(existsSync(`${path}-journal`)).toBe(false)
+      db.exec('ROLLBACK')
+      expect(db.prepare("SELECT count(*) FROM replica_meta WHERE key = 'k'").pluck().get()).toBe(0)
       // Its documents built, the file is served once published: its log is synced by the lanes.
       useJournal(db, 'wal', 'atPublish')
       expect(db.pragma('synchronous', { simple: true })).toBe(NORMAL)
