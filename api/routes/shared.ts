@@ -133,10 +133,15 @@ export function sendBuilt(
   build: (allocate: Allocate) => Buffer,
   tag?: string,
 ): FastifyReply {
+  const body = build(responseAllocator(ctx, reply))
+  return sendTagged(reply, body, tag ?? etagOf(body, false))
+}
+
+/** Allocates a response's body in a reused slab, given back once the response is done. */
+function responseAllocator(ctx: RouteContext, reply: FastifyReply): Allocate {
   const lease = ctx.buffers.lease()
   reply.raw.once('close', lease.release)
-  const body = build(lease.allocate)
-  return sendTagged(reply, body, tag ?? etagOf(body, false))
+  return lease.allocate
 }
 
 /** The tags of cached list pages (listPageTag), kept with their bodies for as long as they live. */
@@ -176,13 +181,12 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
     }
     // A body the cache keeps is built in a buffer of its own and sent again and again with its
     // tag; one it does not is built in a slab, reused once its response is done.
-    const lease = ctx.buffers.lease()
-    reply.raw.once('close', lease.release)
     const { body, hit } = served.organizations.read(principal, (file) =>
       file.cachedPage(pageKey, (kept) => {
         const page = read(file)
         const cursor = cursorOf(page)
-        const built = listBody(page.bodies, cursor, kept ? ownedBuffer : lease.allocate)
+        const allocate = kept ? ownedBuffer : responseAllocator(ctx, reply)
+        const built = listBody(page.bodies, cursor, allocate)
         pageTags.set(built, listPageTag(bodyColumn, page.versions, cursor))
         return built
       }),
