@@ -364,13 +364,10 @@ function ratio(a: number, b: number): number {
 
 /**
  * Checks that the first and the last of the distinct pages are whole pages of 200 (a path the api
- * refused would make the run a count of errors); returns the first one's size in bytes.
- */
-/**
- * Asks for the first and the last of the distinct pages, which must be whole, and returns the
- * size of one with the pages the runs may ask for: the others. A page read a second time at one
- * state of its file is kept in the page cache (api/page-cache.ts), so a run that came round to a
- * checked page would read it twice and then find it.
+ * refused would make the run a count of errors). Returns the first one's size in bytes, and the
+ * pages the runs may ask for: all but those two. A page read a second time at one state of its
+ * file is kept in the page cache (api/page-cache.ts), so a run that came round to a checked page
+ * would read it a second time and then find it.
  */
 async function checkDistinctPages(
   pages: DistinctPages,
