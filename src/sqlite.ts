@@ -114,7 +114,8 @@ export function useJournal(
  * generation, so the journal only has to undo a transaction that fails in this process (a lane's
  * error, a full disk), which it does from memory. A rebuild over 3,000 organizations makes a
  * file, and so a journal, for each: alternated runs, 430,000 events, 19.8-23.7 s to the swap
- * (median 21.8) against 22.2-24.5 (23.3).
+ * (median 21.8) against 22.2-24.5 (23.3); at full size, where each file weighs a quarter as much,
+ * within the noise, and the peak within 25 MB (docs/many-organizations.md).
  */
 function journalMode(journal: Journal, commits: Commits): 'WAL' | 'TRUNCATE' | 'MEMORY' {
   if (journal === 'wal') return 'WAL'
