@@ -38,8 +38,9 @@ try {
         `(SELECT id, updated_at, hash ${between} ORDER BY updated_at, id)`,
     )
     .pluck(true)
-  const walk = db.prepare(`SELECT count(*) FROM (SELECT id ${between} ORDER BY updated_at, id)`)
-  walk.pluck(true)
+  const walk = db
+    .prepare(`SELECT count(*) FROM (SELECT id ${between} ORDER BY updated_at, id)`)
+    .pluck(true)
 
   /** The start and last position of the `n`th distinct page (spread over the whole list). */
   const pageAt = (n: number): [Position, Position] => {
