@@ -2,15 +2,17 @@
 // with the shipped settings, under a write load that steps up (issue 18, docs/freshness.md).
 //
 //   npm run bench:freshness [-- --seconds 30] [--rates 50,500,2000,max] [--organizations 4]
-//     [--providers 100] [--probe-ms 250]
+//     [--providers 100] [--probe-ms 250] [--identifier-mix steady|growing]
 //
 // PostgreSQL, Kafka and Kafka Connect with Debezium as the e2e harness starts them
 // (test/support/e2e.ts: deploy/debezium/connector.json as shipped; PostgreSQL commits
 // synchronously, fsync off), plus the projector and the api as users run them.
 //
 // - A writer drives the product's write mix through SQL across the organizations: provider
-//   renames, several providers renamed with an identifier added in one transaction, identifiers
-//   added and removed, membership moves, enrollment status changes, documents added. Rates step
+//   renames, several providers renamed with an identifier replaced in one transaction, identifiers
+//   added and removed (each provider holds about two: --identifier-mix steady, the default; or
+//   `growing`, the mix before 2026-11-28), membership moves, enrollment status changes, documents
+//   added. Rates step
 //   up (--rates, transactions/s; `max`: as fast as 8 connections commit), --seconds each.
 // - A prober renames a provider of its own every --probe-ms (at most two probes in flight) and
 //   times from COMMIT returning to the api serving the new name, both by a detail GET and by the
@@ -52,6 +54,7 @@ function parseOptions() {
         organizations: { type: 'string', default: '4' },
         providers: { type: 'string', default: '100' },
         'probe-ms': { type: 'string', default: '250' },
+        'identifier-mix': { type: 'string', default: 'steady' },
       },
     }).values
   } catch (error) {
@@ -66,6 +69,19 @@ const RATES = options.rates.split(',').map((r) => (r === 'max' ? Infinity : Numb
 const ORGANIZATIONS = Number(options.organizations)
 const PROVIDERS = Number(options.providers)
 const PROBE_MS = Number(options['probe-ms'])
+/**
+ * `steady`: each organization's identifiers stay at about IDENTIFIERS_PER_PROVIDER a provider,
+ * removed as often as added, as in a product whose providers renew their credentials. `growing`:
+ * the mix before 2026-11-28, which added five identifiers for each one it removed, so that by the
+ * 2,000/s step every provider carried dozens, and each rename rebuilt a document many times the
+ * size of a real one (kept to compare with earlier runs).
+ */
+const IDENTIFIER_MIX = options['identifier-mix']
+if (IDENTIFIER_MIX !== 'steady' && IDENTIFIER_MIX !== 'growing') {
+  process.stderr.write('bench:freshness: --identifier-mix must be steady or growing\n')
+  process.exit(2)
+}
+const IDENTIFIERS_PER_PROVIDER = 2
 const WRITERS = 8
 const POLL_MS = 10
 /** The list loop's poll interval: each poll may walk several pages of 200. */
@@ -123,9 +139,19 @@ async function seed(sql: Sql, name: string, providers: number): Promise<Org> {
     org.providers.push(provider.id)
     const membership = await insertGroupMembership(sql, org.id, provider.id, org.groups[0]!)
     org.memberships.push(membership.id)
+    if (IDENTIFIER_MIX === 'steady') {
+      for (let k = 0; k < IDENTIFIERS_PER_PROVIDER; k++)
+        org.identifiers.push((await insertProviderIdentifier(sql, org.id, provider.id)).id)
+    }
     if (i % 4 === 0) org.enrollments.push((await insertEnrollment(sql, org.id, provider.id)).id)
   }
   return org
+}
+
+/** An identifier of the organization to delete, taken out of its list; none when it has none. */
+function takeIdentifier(org: Org): string | undefined {
+  if (org.identifiers.length === 0) return undefined
+  return org.identifiers.splice(Math.floor(Math.random() * org.identifiers.length), 1)[0]
 }
 
 /** One transaction of the product's write mix, on a pooled connection. */
@@ -151,13 +177,28 @@ async function writeOne(pool: pg.Pool, orgs: Org[]): Promise<void> {
         ])
       }
       const identifier = await insertProviderIdentifier(client, org.id, pick(org.providers))
+      // A credential renewed: the steady mix removes one as it adds one.
+      const replaced = IDENTIFIER_MIX === 'steady' ? takeIdentifier(org) : undefined
+      if (replaced !== undefined) {
+        await client.query(`delete from provider_identifiers where id = $1`, [replaced])
+      }
       await client.query('commit')
       org.identifiers.push(identifier.id)
-    } else if (roll < 0.72) {
-      org.identifiers.push((await insertProviderIdentifier(client, org.id, pick(org.providers))).id)
-    } else if (roll < 0.77 && org.identifiers.length > 0) {
-      const id = org.identifiers.splice(Math.floor(Math.random() * org.identifiers.length), 1)[0]!
-      await client.query(`delete from provider_identifiers where id = $1`, [id])
+    } else if (roll < 0.77) {
+      // Growing: added in 12 of these 17 rolls, removed in 5. Steady: removed while above the
+      // organization's steady count, added otherwise.
+      const remove =
+        IDENTIFIER_MIX === 'steady'
+          ? org.identifiers.length > org.providers.length * IDENTIFIERS_PER_PROVIDER
+          : roll >= 0.72
+      const removed = remove ? takeIdentifier(org) : undefined
+      if (removed !== undefined) {
+        await client.query(`delete from provider_identifiers where id = $1`, [removed])
+      } else if (!remove) {
+        org.identifiers.push(
+          (await insertProviderIdentifier(client, org.id, pick(org.providers))).id,
+        )
+      }
     } else if (roll < 0.87) {
       await client.query(`update group_memberships set provider_group_id = $2 where id = $1`, [
         pick(org.memberships),
