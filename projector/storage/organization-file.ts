@@ -315,39 +315,17 @@ export function openOrganizationFile(
 
   /** The transaction an initial load holds across batches (apply.ts). */
   const { joinable, ...held } = heldTransaction(db, forgetUncommitted)
-
   const applyInTransaction = joinable(
-    (events: readonly OrganizationEvent[], now: Date, tally: Tally): OrganizationApplyResult => {
-      records.recordOrganization()
-      const changes: MirrorChange[] = []
-      const wanted = documents.live ? changes : undefined
-      applyOnce(events, records.offsets, options.offsetGuard, tally, (event) =>
-        mirror.apply(event.change, wanted),
-      )
-      if (changes.length === 0 || !documents.live) return { documents: noDocuments() }
-      const stamp = nextStamp(now, records.lastStamp)
-      const coalesced = coalesce(changes) as unknown as DocumentsMirrorChange[]
-      const refreshed = refresher().refresh(coalesced, stamp)
-      records.recordStamp(stamp, refreshed.rewritten)
-      return { documents: refreshed }
-    },
+    (events: readonly OrganizationEvent[], now: Date, tally: Tally): OrganizationApplyResult =>
+      applyBatch({ records, documents, mirror, refresher, options }, events, now, tally),
   )
-
-  /** Commits in WAL since the log was last synced or handed over (`takeUnsyncedWal`). */
-  let unsynced = false
-  const walPath = `${path}-wal`
+  const log = unsyncedLog(path)
 
   function commit(): void {
     const committing = db.inTransaction && documents.wal
     held.commit()
     documents.committed()
-    if (committing) unsynced = true
-  }
-
-  function syncLog(): void {
-    if (!unsynced) return
-    syncWal(walPath)
-    unsynced = false
+    if (committing) log.appended()
   }
 
   const buildInTransaction = db.transaction((now: Date): RefreshStats => {
@@ -383,7 +361,7 @@ export function openOrganizationFile(
       try {
         const result = applyInTransaction(events, now, tally)
         // Committed as a transaction of its own (not joined to one `begin` holds).
-        if (!db.inTransaction && documents.wal) unsynced = true
+        if (!db.inTransaction && documents.wal) log.appended()
         return result
       } catch (error) {
         // Rolled back (inside `begin`'s transaction, the caller rolls all of it back): forget what
@@ -397,18 +375,71 @@ export function openOrganizationFile(
     get inTransaction() {
       return db.inTransaction
     },
-    takeUnsyncedWal() {
-      if (!unsynced) return undefined
-      unsynced = false
-      return walPath
-    },
-    syncWal: syncLog,
+    takeUnsyncedWal: log.take,
+    syncWal: log.sync,
     boundWal: (maxBytes) => boundWal(db, path, maxBytes),
     setCacheKiB: (kib) => setCacheKiB(db, kib),
     close() {
       commit()
-      syncLog()
+      log.sync()
       db.close()
+    },
+  }
+}
+
+/** What one batch's apply needs of its file's handle. */
+interface BatchContext {
+  records: ReturnType<typeof fileRecords>
+  documents: ReturnType<typeof documentsMode>
+  mirror: ReturnType<typeof createMirror>
+  refresher: () => DocumentRefresher
+  options: OrganizationFileOptions
+}
+
+/**
+ * One batch inside the file's write transaction: its events to the mirror (each once, by its
+ * offset), then, when the documents are live, the documents they touched under one stamp.
+ */
+function applyBatch(
+  { records, documents, mirror, refresher, options }: BatchContext,
+  events: readonly OrganizationEvent[],
+  now: Date,
+  tally: Tally,
+): OrganizationApplyResult {
+  records.recordOrganization()
+  const changes: MirrorChange[] = []
+  const wanted = documents.live ? changes : undefined
+  applyOnce(events, records.offsets, options.offsetGuard, tally, (event) =>
+    mirror.apply(event.change, wanted),
+  )
+  if (changes.length === 0 || !documents.live) return { documents: noDocuments() }
+  const stamp = nextStamp(now, records.lastStamp)
+  const coalesced = coalesce(changes) as unknown as DocumentsMirrorChange[]
+  const refreshed = refresher().refresh(coalesced, stamp)
+  records.recordStamp(stamp, refreshed.rewritten)
+  return { documents: refreshed }
+}
+
+/**
+ * Whether the file's write-ahead log holds commits not yet synced or handed over to whoever syncs
+ * it before the batch is reported applied (`takeUnsyncedWal`).
+ */
+function unsyncedLog(path: string) {
+  const walPath = `${path}-wal`
+  let unsynced = false
+  return {
+    appended(): void {
+      unsynced = true
+    },
+    sync: (): void => {
+      if (!unsynced) return
+      syncWal(walPath)
+      unsynced = false
+    },
+    take: (): string | undefined => {
+      if (!unsynced) return undefined
+      unsynced = false
+      return walPath
     },
   }
 }
