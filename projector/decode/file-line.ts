@@ -161,100 +161,46 @@ export class LineReader {
       i = skipWhitespace(buf, nameEnd + 1, end)
       if (buf[i] !== COLON) return undefined
       i = skipWhitespace(buf, i + 1, end)
-      let valueEnd: number
+      // Each field's reader leaves where its value ends in #valueEnd; undefined: not sure.
       switch (field) {
-        case 'topic': {
-          if (buf[i] !== QUOTE) return undefined
-          valueEnd = plainStringEnd(buf, i + 1, end)
-          if (valueEnd < 0 || valueEnd === i + 1) return undefined
-          topic = this.#topicAt(buf, i + 1, valueEnd)
-          valueEnd++
+        case 'topic':
+          topic = this.#topicField(buf, i, end)
+          if (topic === undefined) return undefined
           break
-        }
         case 'partition': {
-          valueEnd = digitsEnd(buf, i, end)
+          const valueEnd = digitsEnd(buf, i, end)
           if (valueEnd < 0) return undefined
           partition = Number(buf.toString('latin1', i, valueEnd))
+          this.#valueEnd = valueEnd
           break
         }
-        case 'offset': {
-          if (buf[i] === QUOTE) {
-            valueEnd = digitsEnd(buf, i + 1, end, true)
-            if (valueEnd < 0 || buf[valueEnd] !== QUOTE) return undefined
-            offset = buf.toString('latin1', i + 1, valueEnd)
-            valueEnd++
-          } else {
-            valueEnd = digitsEnd(buf, i, end)
-            if (valueEnd < 0) return undefined
-            offset = buf.toString('latin1', i, valueEnd)
-          }
+        case 'offset':
+          offset = this.#offsetField(buf, i, end)
+          if (offset === undefined) return undefined
           break
-        }
-        case 'key': {
-          if (isNull(buf, i, end)) {
-            key = null
-            valueEnd = i + 4
-            break
-          }
-          if (!isWrapped(buf, i, end)) return undefined // schemaless: one JSON.parse is faster
-          const prefix = topic === undefined ? undefined : this.#keys.match(topic, buf, i, end)
-          if (prefix !== undefined) {
-            const payloadStart = i + prefix.bytes.length
-            const payloadEnd = jsonValueEnd(buf, payloadStart, end)
-            if (payloadEnd < 0) return undefined
-            valueEnd = skipWhitespace(buf, payloadEnd, end)
-            if (buf[valueEnd] !== CLOSE_BRACE) return undefined
-            valueEnd++
-            const payload = parseOrUndefined(buf, payloadStart, payloadEnd)
-            if (payload === undefined) return undefined
-            key = { schema: prefix.schema, payload: payload.value }
-          } else {
-            valueEnd = jsonValueEnd(buf, i, end)
-            if (valueEnd < 0) return undefined
-            const parsed = parseOrUndefined(buf, i, valueEnd)
-            if (parsed === undefined) return undefined
-            key = parsed.value
-            if (topic !== undefined) this.#keys.learn(topic, buf, i, key)
-          }
+        case 'key':
+          key = this.#keyField(buf, i, end, topic)
+          if (key === undefined) return undefined
           break
-        }
-        case 'value': {
+        case 'value':
           if (isNull(buf, i, end)) {
             value = null
-            valueEnd = i + 4
+            this.#valueEnd = i + 4
             break
           }
           // The usual last key: the value runs to the record's closing brace.
-          if (topic === undefined || !isWrapped(buf, i, end)) return undefined
-          let close = end
-          while (close > i && isWhitespace(buf[close - 1]!)) close--
-          if (buf[close - 1] !== CLOSE_BRACE) return undefined
-          close--
-          const prefix = this.#values.match(topic, buf, i, close)
-          if (prefix !== undefined) {
-            // `{"schema":<learned>,"payload":` <payload> `}`
-            let wrapperClose = close
-            while (wrapperClose > i && isWhitespace(buf[wrapperClose - 1]!)) wrapperClose--
-            if (buf[wrapperClose - 1] !== CLOSE_BRACE) return undefined
-            const payload = parseOrUndefined(buf, i + prefix.bytes.length, wrapperClose - 1)
-            if (payload === undefined) return undefined
-            value = { schema: prefix.schema, payload: payload.value }
-          } else {
-            const parsed = parseOrUndefined(buf, i, close)
-            if (parsed === undefined) return undefined
-            value = parsed.value
-            this.#values.learn(topic, buf, i, value)
-          }
+          if (topic === undefined) return undefined
+          value = this.#lastValueField(buf, i, end, topic)
+          if (value === undefined) return undefined
           return {
             topic,
             partition: partition ?? 0,
             offset: offset ?? String(lineNumber),
             key: key ?? null,
-            value: value ?? null,
+            value,
           }
-        }
       }
-      i = skipWhitespace(buf, valueEnd, end)
+      i = skipWhitespace(buf, this.#valueEnd, end)
       if (buf[i] === COMMA) continue
       if (buf[i] !== CLOSE_BRACE || skipWhitespace(buf, i + 1, end) !== end) return undefined
       if (topic === undefined) return undefined
@@ -266,6 +212,83 @@ export class LineReader {
         value: value ?? null,
       }
     }
+  }
+
+  /** Where the field #fast read last ends (a cursor: its readers return their values). */
+  #valueEnd = 0
+
+  /** The `"topic"` string at `i`. */
+  #topicField(buf: Buffer, i: number, end: number): string | undefined {
+    if (buf[i] !== QUOTE) return undefined
+    const valueEnd = plainStringEnd(buf, i + 1, end)
+    if (valueEnd < 0 || valueEnd === i + 1) return undefined
+    this.#valueEnd = valueEnd + 1
+    return this.#topicAt(buf, i + 1, valueEnd)
+  }
+
+  /** The `"offset"` at `i`, as digits or a string of digits. */
+  #offsetField(buf: Buffer, i: number, end: number): string | undefined {
+    if (buf[i] === QUOTE) {
+      const valueEnd = digitsEnd(buf, i + 1, end, true)
+      if (valueEnd < 0 || buf[valueEnd] !== QUOTE) return undefined
+      this.#valueEnd = valueEnd + 1
+      return buf.toString('latin1', i + 1, valueEnd)
+    }
+    const valueEnd = digitsEnd(buf, i, end)
+    if (valueEnd < 0) return undefined
+    this.#valueEnd = valueEnd
+    return buf.toString('latin1', i, valueEnd)
+  }
+
+  /** The `"key"` at `i`: null, or a wrapped key (its schema learned once per topic). */
+  #keyField(buf: Buffer, i: number, end: number, topic: string | undefined): unknown {
+    if (isNull(buf, i, end)) {
+      this.#valueEnd = i + 4
+      return null
+    }
+    if (!isWrapped(buf, i, end)) return undefined // schemaless: one JSON.parse is faster
+    const prefix = topic === undefined ? undefined : this.#keys.match(topic, buf, i, end)
+    if (prefix === undefined) {
+      const valueEnd = jsonValueEnd(buf, i, end)
+      if (valueEnd < 0) return undefined
+      const parsed = parseOrUndefined(buf, i, valueEnd)
+      if (parsed === undefined) return undefined
+      if (topic !== undefined) this.#keys.learn(topic, buf, i, parsed.value)
+      this.#valueEnd = valueEnd
+      return parsed.value
+    }
+    const payloadStart = i + prefix.bytes.length
+    const payloadEnd = jsonValueEnd(buf, payloadStart, end)
+    if (payloadEnd < 0) return undefined
+    const valueEnd = skipWhitespace(buf, payloadEnd, end)
+    if (buf[valueEnd] !== CLOSE_BRACE) return undefined
+    const payload = parseOrUndefined(buf, payloadStart, payloadEnd)
+    if (payload === undefined) return undefined
+    this.#valueEnd = valueEnd + 1
+    return { schema: prefix.schema, payload: payload.value }
+  }
+
+  /** The wrapped `"value"` at `i`, the record's last field: it runs to the record's brace. */
+  #lastValueField(buf: Buffer, i: number, end: number, topic: string): unknown {
+    if (!isWrapped(buf, i, end)) return undefined
+    let close = end
+    while (close > i && isWhitespace(buf[close - 1]!)) close--
+    if (buf[close - 1] !== CLOSE_BRACE) return undefined
+    close--
+    const prefix = this.#values.match(topic, buf, i, close)
+    if (prefix === undefined) {
+      const parsed = parseOrUndefined(buf, i, close)
+      if (parsed === undefined) return undefined
+      this.#values.learn(topic, buf, i, parsed.value)
+      return parsed.value
+    }
+    // `{"schema":<learned>,"payload":` <payload> `}`
+    let wrapperClose = close
+    while (wrapperClose > i && isWhitespace(buf[wrapperClose - 1]!)) wrapperClose--
+    if (buf[wrapperClose - 1] !== CLOSE_BRACE) return undefined
+    const payload = parseOrUndefined(buf, i + prefix.bytes.length, wrapperClose - 1)
+    if (payload === undefined) return undefined
+    return { schema: prefix.schema, payload: payload.value }
   }
 
   /** The topic name at `buf[start, end)`, the last one's string when the bytes are the same. */
