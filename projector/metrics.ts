@@ -23,6 +23,27 @@ export interface ProjectorMetrics {
 export function createProjectorMetrics(): ProjectorMetrics {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry, prefix: 'replica_projector_' })
+  const applied = appliedMetrics(registry)
+  const freshness = freshnessMetrics(registry)
+  const state = stateMetrics(registry)
+  return {
+    registry,
+    recordBatch(outcome, seconds, now) {
+      applied.recordBatch(outcome, seconds)
+      if (outcome.latestCommittedAtMs !== undefined) {
+        freshness.observeVisible(now - outcome.latestCommittedAtMs)
+      }
+    },
+    recordDocuments: applied.recordDocuments,
+    recordEvents: applied.recordEvents,
+    ...state,
+    recordHeartbeat: freshness.observeCommitDelay,
+    watchFreshness: freshness.watch,
+  }
+}
+
+/** What was applied: events by table and outcome, documents by result, batches by time. */
+function appliedMetrics(registry: Registry) {
   const events = new Counter({
     name: 'replica_projector_events_total',
     help: 'Change events by source table and outcome (applied, older, absent, tombstone, duplicate, dead_lettered).',
@@ -46,32 +67,37 @@ export function createProjectorMetrics(): ProjectorMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [registry],
   })
+
+  function recordEvents(tally: EventTally): void {
+    for (const [table, byOutcome] of Object.entries(tally)) {
+      for (const [what, n] of Object.entries(byOutcome)) events.inc({ table, outcome: what }, n)
+    }
+  }
+
+  function recordDocuments(stats: RefreshStats): void {
+    documents.inc({ result: 'rewritten' }, stats.rewritten)
+    documents.inc({ result: 'unchanged' }, stats.unchanged)
+    documents.inc({ result: 'removed' }, stats.removed)
+  }
+
+  return {
+    recordEvents,
+    recordDocuments,
+    recordBatch(outcome: BatchOutcome, seconds: number): void {
+      batchSeconds.observe(seconds)
+      skipped.inc(outcome.skipped)
+      recordEvents(Object.fromEntries(outcome.events))
+      recordDocuments(outcome.documents)
+    },
+  }
+}
+
+/** How far behind PostgreSQL the replica is: commit to applied, and the staleness gauge. */
+function freshnessMetrics(registry: Registry) {
   const visibleDelay = new Histogram({
     name: 'replica_projector_source_to_visible_seconds',
     help: 'From the source commit (source.ts_ms) of the newest change in a batch to the batch being visible.',
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900],
-    registers: [registry],
-  })
-  const lag = new Gauge({
-    name: 'replica_projector_consumer_lag',
-    help: 'Records not yet applied, by topic and partition.',
-    labelNames: ['topic', 'partition'],
-    registers: [registry],
-  })
-  const caughtUp = new Gauge({
-    name: 'replica_projector_caught_up',
-    help: '1 once the replica has caught up with its source.',
-    registers: [registry],
-  })
-
-  const diskFull = new Gauge({
-    name: 'replica_projector_disk_full',
-    help: '1 while applying is stopped because the disk under DATA_DIR is full; it resumes when space returns.',
-    registers: [registry],
-  })
-  const diskFullStops = new Counter({
-    name: 'replica_projector_disk_full_total',
-    help: 'Times applying stopped because the disk under DATA_DIR was full.',
     registers: [registry],
   })
   const commitToApplied = new Histogram({
@@ -99,46 +125,58 @@ export function createProjectorMetrics(): ProjectorMetrics {
       )
     },
   })
+
   function observeCommitDelay(ms: number): void {
     if (ms < 0) clockAnomalies.inc()
     commitToApplied.observe(Math.max(0, ms) / 1000)
   }
 
-  function recordEvents(tally: EventTally): void {
-    for (const [table, byOutcome] of Object.entries(tally)) {
-      for (const [what, n] of Object.entries(byOutcome)) events.inc({ table, outcome: what }, n)
-    }
-  }
-
-  function recordDocuments(stats: RefreshStats): void {
-    documents.inc({ result: 'rewritten' }, stats.rewritten)
-    documents.inc({ result: 'unchanged' }, stats.unchanged)
-    documents.inc({ result: 'removed' }, stats.removed)
-  }
-
   return {
-    registry,
-    recordBatch(outcome, seconds, now) {
-      batchSeconds.observe(seconds)
-      skipped.inc(outcome.skipped)
-      recordEvents(Object.fromEntries(outcome.events))
-      recordDocuments(outcome.documents)
-      if (outcome.latestCommittedAtMs !== undefined) {
-        visibleDelay.observe(Math.max(0, (now - outcome.latestCommittedAtMs) / 1000))
-        observeCommitDelay(now - outcome.latestCommittedAtMs)
-      }
+    observeCommitDelay,
+    /** A batch visible `ms` after the commit of its newest change. */
+    observeVisible(ms: number): void {
+      visibleDelay.observe(Math.max(0, ms / 1000))
+      observeCommitDelay(ms)
     },
-    recordDocuments,
-    recordEvents,
-    setLag: (topic, partition, n) => lag.set({ topic, partition: String(partition) }, n),
-    setCaughtUp: (value) => caughtUp.set(value ? 1 : 0),
-    setDiskFull(full) {
+    watch: (read: () => { completeThroughMs: number | null; clockBehindMs: number }): void => {
+      freshness = read
+    },
+  }
+}
+
+/** Where the projector stands: its lag, caught up or not, stopped on a full disk. */
+function stateMetrics(registry: Registry) {
+  const lag = new Gauge({
+    name: 'replica_projector_consumer_lag',
+    help: 'Records not yet applied, by topic and partition.',
+    labelNames: ['topic', 'partition'],
+    registers: [registry],
+  })
+  const caughtUp = new Gauge({
+    name: 'replica_projector_caught_up',
+    help: '1 once the replica has caught up with its source.',
+    registers: [registry],
+  })
+  const diskFull = new Gauge({
+    name: 'replica_projector_disk_full',
+    help: '1 while applying is stopped because the disk under DATA_DIR is full; it resumes when space returns.',
+    registers: [registry],
+  })
+  const diskFullStops = new Counter({
+    name: 'replica_projector_disk_full_total',
+    help: 'Times applying stopped because the disk under DATA_DIR was full.',
+    registers: [registry],
+  })
+  return {
+    setLag: (topic: string, partition: number, n: number): void => {
+      lag.set({ topic, partition: String(partition) }, n)
+    },
+    setCaughtUp: (value: boolean): void => {
+      caughtUp.set(value ? 1 : 0)
+    },
+    setDiskFull: (full: boolean): void => {
       if (full) diskFullStops.inc()
       diskFull.set(full ? 1 : 0)
-    },
-    recordHeartbeat: observeCommitDelay,
-    watchFreshness(read) {
-      freshness = read
     },
   }
 }
