@@ -105,12 +105,62 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     pageCacheBytes: () => pages.bytes,
     stalenessMs: () => replica.stalenessMs(clock.now()),
   })
-  const clockSkewed = () => metrics.clockSkewed()
   const redis = config.redisUrl === undefined ? undefined : connectRedis(config.redisUrl, logger)
   if (redis !== undefined && !(await ready(redis, REDIS_TIMEOUTS.connectMs))) {
     logger.warn('redis not reachable at start; requests pass unlimited until it is')
   }
 
+  const app = publicServer(config, logger, metrics)
+  // First of the onRequest hooks: a request refused for overload costs nothing else.
+  await registerShedding(app, config.shedding, metrics)
+  const limit = await registerRateLimits(app, {
+    ...config.rateLimit,
+    redis,
+    log: logger,
+    onLimited: (policy) => metrics.rateLimited(policy),
+  })
+  checkEachRequest(app, { replica, limit, clock, clockSkewed: () => metrics.clockSkewed() })
+  logEachResponse(app, metrics, logger)
+  await registerRoutes(app, {
+    cursorSecret: config.cursorSecret,
+    clock,
+    buffers: new ResponseBuffers(),
+    cachePages: pages.enabled,
+    metrics,
+  })
+
+  const admin = buildAdmin({
+    logger,
+    metrics,
+    replica,
+    maxStalenessMs: config.maxStalenessMs,
+    now: () => clock.now(),
+  })
+
+  return {
+    app,
+    admin,
+    replica,
+    metrics,
+    async listen() {
+      const url = await app.listen({ host: config.host, port: config.port })
+      const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port })
+      return { url, adminUrl }
+    },
+    async close() {
+      await app.close()
+      await admin.close()
+      replica.close()
+      await redis?.quit().catch(() => redis.disconnect())
+    },
+  }
+}
+
+/**
+ * The public server: Fastify with the queue-delay gate in front, no body parsing, and every
+ * failure (the framework's, an unknown path, a method other than GET) answered as an ApiError.
+ */
+function publicServer(config: ApiConfig, logger: Logger, metrics: ApiMetrics): FastifyInstance {
   // Typed as Fastify's logger interface so the instance is a plain FastifyInstance.
   const baseLogger: FastifyBaseLogger = logger
   const app = Fastify({
@@ -171,16 +221,27 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     return sendError(reply, notFound('no such path'))
   })
 
-  // First of the onRequest hooks: a request refused for overload costs nothing else.
-  await registerShedding(app, config.shedding, metrics)
-
-  const limit = await registerRateLimits(app, {
-    ...config.rateLimit,
-    redis,
-    log: logger,
-    onLimited: (policy) => metrics.rateLimited(policy),
+  // CONNECT never reaches the router: Node hands the socket over. Answer it like any other method.
+  app.server.on('connect', (_request: unknown, socket: Socket) => {
+    socket.end(rawErrorResponse(methodNotAllowed()))
   })
+  return app
+}
 
+/**
+ * The checks of a protected route, in the order of spec/resources.md (the header comment above):
+ * the replica, the key, the freshness headers, the rate limits, the organization, the scope.
+ */
+function checkEachRequest(
+  app: FastifyInstance,
+  deps: {
+    replica: Replica
+    limit: Awaited<ReturnType<typeof registerRateLimits>>
+    clock: Clock
+    clockSkewed: () => void
+  },
+): void {
+  const { replica, limit, clock, clockSkewed } = deps
   app.addHook('onRequest', async (request, reply) => {
     const scope = request.routeOptions.config.scope
     if (scope === undefined) return
@@ -205,7 +266,10 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     const refused = checkOrganization(principal) ?? requireScope(principal, scope)
     if (refused !== undefined) throw refused
   })
+}
 
+/** Every response counted by route and status, and logged at info with the key's id. */
+function logEachResponse(app: FastifyInstance, metrics: ApiMetrics, logger: Logger): void {
   app.addHook('onResponse', (request, reply, done) => {
     const route = request.routeOptions.url ?? 'unmatched'
     metrics.observeRequest(route, reply.statusCode, reply.elapsedTime / 1000)
@@ -225,14 +289,10 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     )
     done()
   })
+}
 
-  const ctx: RouteContext = {
-    cursorSecret: config.cursorSecret,
-    clock,
-    buffers: new ResponseBuffers(),
-    cachePages: pages.enabled,
-    metrics,
-  }
+/** The /api/v1 routes, and the OpenAPI document among them. */
+async function registerRoutes(app: FastifyInstance, ctx: RouteContext): Promise<void> {
   // A buffer, so that its ETag is computed once (etag.ts).
   const openApiDocument = Buffer.from(JSON.stringify(buildOpenApiDocument()))
   await app.register(
@@ -251,37 +311,6 @@ export async function buildApi(deps: ApiDeps): Promise<Api> {
     },
     { prefix: API_PREFIX },
   )
-
-  // CONNECT never reaches the router: Node hands the socket over. Answer it like any other method.
-  app.server.on('connect', (_request: unknown, socket: Socket) => {
-    socket.end(rawErrorResponse(methodNotAllowed()))
-  })
-
-  const admin = buildAdmin({
-    logger,
-    metrics,
-    replica,
-    maxStalenessMs: config.maxStalenessMs,
-    now: () => clock.now(),
-  })
-
-  return {
-    app,
-    admin,
-    replica,
-    metrics,
-    async listen() {
-      const url = await app.listen({ host: config.host, port: config.port })
-      const adminUrl = await admin.listen({ host: config.admin.host, port: config.admin.port })
-      return { url, adminUrl }
-    },
-    async close() {
-      await app.close()
-      await admin.close()
-      replica.close()
-      await redis?.quit().catch(() => redis.disconnect())
-    },
-  }
 }
 
 /**

@@ -277,6 +277,33 @@ const names = {
 
 export function buildOpenApiDocument(): Json {
   void envelopes // the envelopes register their ids in zod's global registry when defined
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Credentialing Data Read-Only API',
+      version: '1.0.0',
+      description:
+        "Read-only access to an organization's credentialing data. GET only; every other method " +
+        'is 405 with `Allow: GET`. Clients poll with `updated_since`; lists page with opaque cursors.',
+    },
+    servers: [{ url: '/api/v1' }],
+    security: [{ bearerAuth: [] }],
+    tags: [
+      'Providers',
+      'Provider groups',
+      'Enrollments',
+      'Group enrollments',
+      'Documents',
+      'Expirables',
+      'Meta',
+    ].map((name) => ({ name })),
+    paths: openApiPaths(),
+    components: openApiComponents(),
+  }
+}
+
+/** Every path: each collection's list and detail, the expirables, this document. */
+function openApiPaths(): Json {
   const paths: Json = {}
   for (const collection of Object.values(collections)) {
     const [, tag, listId, getId, listBody, detailBody] = names[collection.list]
@@ -328,99 +355,81 @@ export function buildOpenApiDocument(): Json {
       },
     },
   }
+  return paths
+}
 
+/** Security, schemas, parameters, headers and responses the paths refer to. */
+function openApiComponents(): Json {
   return {
-    openapi: '3.1.0',
-    info: {
-      title: 'Credentialing Data Read-Only API',
-      version: '1.0.0',
-      description:
-        "Read-only access to an organization's credentialing data. GET only; every other method " +
-        'is 405 with `Allow: GET`. Clients poll with `updated_since`; lists page with opaque cursors.',
+    securitySchemes: {
+      bearerAuth: {
+        type: 'http',
+        scheme: 'bearer',
+        description: 'An organization API key: `Authorization: Bearer <key>`',
+      },
     },
-    servers: [{ url: '/api/v1' }],
-    security: [{ bearerAuth: [] }],
-    tags: [
-      'Providers',
-      'Provider groups',
-      'Enrollments',
-      'Group enrollments',
-      'Documents',
-      'Expirables',
-      'Meta',
-    ].map((name) => ({ name })),
-    paths,
-    components: {
-      securitySchemes: {
-        bearerAuth: {
-          type: 'http',
-          scheme: 'bearer',
-          description: 'An organization API key: `Authorization: Bearer <key>`',
-        },
-      },
-      schemas: componentSchemas(),
-      parameters: {
-        ...Object.fromEntries(
-          Object.entries(parameters).map(([name, p]) => [
+    schemas: componentSchemas(),
+    parameters: {
+      ...Object.fromEntries(
+        Object.entries(parameters).map(([name, p]) => [
+          name,
+          {
             name,
-            {
-              name,
-              in: 'query',
-              required: false,
-              description: p.description,
-              schema: clean(z.toJSONSchema(p.schema, { target: 'draft-2020-12', io: 'input' })),
-            },
-          ]),
-        ),
-        'If-None-Match': {
-          name: 'If-None-Match',
-          in: 'header',
-          required: false,
-          description:
-            'ETags of bodies already held (or `*`): when one is current, the answer is 304 without a body. A 304 counts against the rate limits like any request.',
-          schema: { type: 'string' },
-        },
+            in: 'query',
+            required: false,
+            description: p.description,
+            schema: clean(z.toJSONSchema(p.schema, { target: 'draft-2020-12', io: 'input' })),
+          },
+        ]),
+      ),
+      'If-None-Match': {
+        name: 'If-None-Match',
+        in: 'header',
+        required: false,
+        description:
+          'ETags of bodies already held (or `*`): when one is current, the answer is 304 without a body. A 304 counts against the rate limits like any request.',
+        schema: { type: 'string' },
       },
-      headers: {
-        'Retry-After': {
-          description: 'seconds to wait before retrying',
-          schema: { type: 'integer', minimum: 0 },
-        },
-        ...etagHeader,
-        ...freshnessHeaders,
-        ...Object.fromEntries(
-          Object.entries(rateLimitHeaders).map(([name, description]) => [
-            name,
-            {
-              description,
-              schema: {
-                type: name.endsWith('Policy') || name === 'RateLimit' ? 'string' : 'integer',
-              },
-            },
-          ]),
-        ),
+    },
+    headers: {
+      'Retry-After': {
+        description: 'seconds to wait before retrying',
+        schema: { type: 'integer', minimum: 0 },
       },
-      responses: {
-        NotModified: {
-          description:
-            'Not Modified: the If-None-Match request header names the current ETag; no body. It counts against the rate limits.',
-          headers: headerRefs([
-            ...Object.keys(etagHeader),
-            ...Object.keys(freshnessHeaders),
-            ...Object.keys(rateLimitHeaders),
-          ]),
-        },
-        ...Object.fromEntries(
-          Object.entries(errorResponses).map(([name, r]) => [
-            name,
-            {
-              description: `${r.description} (codes: ${r.codes.join(', ')})`,
-              ...(r.headers === undefined ? {} : { headers: headerRefs(r.headers) }),
-              content: { 'application/json': { schema: ref('Error') } },
+      ...etagHeader,
+      ...freshnessHeaders,
+      ...Object.fromEntries(
+        Object.entries(rateLimitHeaders).map(([name, description]) => [
+          name,
+          {
+            description,
+            schema: {
+              type: name.endsWith('Policy') || name === 'RateLimit' ? 'string' : 'integer',
             },
-          ]),
-        ),
+          },
+        ]),
+      ),
+    },
+    responses: {
+      NotModified: {
+        description:
+          'Not Modified: the If-None-Match request header names the current ETag; no body. It counts against the rate limits.',
+        headers: headerRefs([
+          ...Object.keys(etagHeader),
+          ...Object.keys(freshnessHeaders),
+          ...Object.keys(rateLimitHeaders),
+        ]),
       },
+      ...Object.fromEntries(
+        Object.entries(errorResponses).map(([name, r]) => [
+          name,
+          {
+            description: `${r.description} (codes: ${r.codes.join(', ')})`,
+            ...(r.headers === undefined ? {} : { headers: headerRefs(r.headers) }),
+            content: { 'application/json': { schema: ref('Error') } },
+          },
+        ]),
+      ),
     },
   }
 }
