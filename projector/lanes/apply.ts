@@ -258,7 +258,9 @@ class InlineApplier implements Applier {
       if (hold) this.#rollbackAll()
       throw error
     }
+    // Its files' logs, and control.db's (its routes committed unsynced: PackedBatch.route).
     for (const wal of answer?.unsyncedWals ?? []) syncWal(wal)
+    this.control.syncWal()
     const heldFiles = batch.merge([answer], (index) => records[index])
     if (!hold) this.control.boundWal(this.#options.walCheckpointBytes)
     else {

@@ -302,8 +302,13 @@ class LaneCoordinator implements LaneApplier {
       }
       throw error
     }
-    // Every lane applied its share and committed its files; durable once their logs are synced.
-    await syncWals(answers.flatMap((answer) => answer?.unsyncedWals ?? []))
+    // Every lane applied its share and committed its files; durable once their logs are synced,
+    // and control.db's with them (its routes committed unsynced: PackedBatch.route).
+    const controlWal = this.control.takeUnsyncedWal()
+    await syncWals([
+      ...answers.flatMap((answer) => answer?.unsyncedWals ?? []),
+      ...(controlWal === undefined ? [] : [controlWal]),
+    ])
     const heldFiles = batch.merge(answers, recordAt)
     if (!hold) this.control.boundWal(this.#options.walCheckpointBytes)
     else if (!(await this.#barrier.applied(count, heldFiles))) batch.outcome.committed = false

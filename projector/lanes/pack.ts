@@ -264,7 +264,9 @@ export class PackedBatch {
   /**
    * Routes and packs the batch, in one control.db transaction with its control events (the caller
    * may hold it open: an initial load), then has each lane create the files of organizations that
-   * a control event named. `packed`: the lanes' buffers now hold copies of what they need.
+   * a control event named. `packed`: the lanes' buffers now hold copies of what they need. The
+   * transaction's commit is left unsynced: the caller syncs control.db's log with the files'
+   * (`control.takeUnsyncedWal`) before it reports the batch applied.
    */
   route(pack: PackItems, packed?: () => void): void {
     const { control, offsetGuard } = this.context
@@ -274,7 +276,7 @@ export class PackedBatch {
       return control.applyEvents(this.#controlEvents, offsetGuard, (table, what) =>
         this.tally(table, what),
       )
-    })
+    }, 'byCaller')
     for (const organizationId of changed.organizations) {
       this.#packerOf(organizationId)?.ensure(organizationId)
     }

@@ -14,7 +14,7 @@ import {
 import type { RowChange } from '../decode/decode.ts'
 import { createMirror, type MirrorChange } from './mirror.ts'
 import { applyOnce, appliedOffsets, type Origin, type Tally } from './applied-offsets.ts'
-import { boundWal } from './wal.ts'
+import { boundWal, unsyncedLog } from './wal.ts'
 
 export interface ControlEvent {
   change: RowChange & { table: ControlTable }
@@ -25,9 +25,15 @@ export interface ControlFile {
   routeOf(table: OrganizationTable, id: string): string | undefined
   /**
    * Runs `work` in one transaction of control.db: a batch's routes (`route`) and control events
-   * (`applyEvents`) commit together, before any organization file.
+   * (`applyEvents`) commit together, before any organization file. Its commit is synced before it
+   * returns, unless `commits` is `byCaller`: then the caller syncs the log (`takeUnsyncedWal`)
+   * with the organization files' before it reports the batch applied.
    */
-  transaction<T>(work: () => T): T
+  transaction<T>(work: () => T, commits?: 'synced' | 'byCaller'): T
+  /** control.db's log when a `byCaller` transaction left it unsynced, once; else undefined. */
+  takeUnsyncedWal(): string | undefined
+  /** Syncs what `takeUnsyncedWal` would hand over, now. */
+  syncWal(): void
   /**
    * Opens a transaction that `transaction` calls join until `commit`: an initial load commits
    * every few batches, not every batch (see apply.ts). A failure inside it leaves the batch half
@@ -156,6 +162,7 @@ export function openControlFile(path: string): ControlFile {
   /** The transaction an initial load holds across batches (apply.ts). */
   const { joinable, ...held } = heldTransaction(db, forgetUncommitted)
   const inTransaction = joinable(<T>(work: () => T): T => work())
+  const log = unsyncedLog(path)
 
   return {
     db,
@@ -163,16 +170,27 @@ export function openControlFile(path: string): ControlFile {
       const code = routes.get(id, ROUTED_TABLES[table])
       return code === undefined ? undefined : organizationCodes.idOf(code)
     },
-    transaction(work) {
+    transaction(work, commits = 'synced') {
+      // A live batch's routes commit unsynced, and are synced with its files' logs, off the main
+      // thread (lanes/lanes.ts): a synced commit here held each batch back from the lanes by an
+      // fsync. Every other commit of control.db stays synced (synchronous=FULL).
+      const byCaller = commits === 'byCaller' && !db.inTransaction
+      if (byCaller) db.pragma('synchronous = NORMAL')
       try {
-        return inTransaction(work)
+        const result = inTransaction(work)
+        if (byCaller) log.appended()
+        return result
       } catch (error) {
         // Rolled back (inside `begin`'s transaction, the caller rolls all of it back): forget the
         // offsets it would have recorded, and the codes it gave.
         forgetUncommitted()
         throw error
+      } finally {
+        if (byCaller) db.pragma('synchronous = FULL')
       }
     },
+    takeUnsyncedWal: () => log.take(),
+    syncWal: () => log.sync(),
     ...held,
     route(table, id, organizationId) {
       const tableCode = ROUTED_TABLES[table]
@@ -198,6 +216,7 @@ export function openControlFile(path: string): ControlFile {
     setCacheKiB: (kib) => setCacheKiB(db, kib),
     close() {
       held.commit()
+      log.sync()
       db.close()
     },
   }

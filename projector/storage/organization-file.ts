@@ -22,7 +22,7 @@ import { applyOnce, appliedOffsets, type Origin, type Tally } from './applied-of
 import { createMirror, type MirrorChange } from './mirror.ts'
 import { coalesce } from './coalesce.ts'
 import { nextStamp } from './stamp.ts'
-import { boundWal, syncWal } from './wal.ts'
+import { boundWal, unsyncedLog } from './wal.ts'
 import { restoreIndexes, setIndexesAside } from './deferred-indexes.ts'
 
 export type { Origin } from './applied-offsets.ts'
@@ -418,28 +418,4 @@ function applyBatch(
   const refreshed = refresher().refresh(coalesced, stamp)
   records.recordStamp(stamp, refreshed.rewritten)
   return { documents: refreshed }
-}
-
-/**
- * Whether the file's write-ahead log holds commits not yet synced or handed over to whoever syncs
- * it before the batch is reported applied (`takeUnsyncedWal`).
- */
-function unsyncedLog(path: string) {
-  const walPath = `${path}-wal`
-  let unsynced = false
-  return {
-    appended(): void {
-      unsynced = true
-    },
-    sync: (): void => {
-      if (!unsynced) return
-      syncWal(walPath)
-      unsynced = false
-    },
-    take: (): string | undefined => {
-      if (!unsynced) return undefined
-      unsynced = false
-      return walPath
-    },
-  }
 }

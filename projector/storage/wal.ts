@@ -53,3 +53,27 @@ export async function syncWals(walPaths: readonly string[]): Promise<void> {
 function checkpointedAway(error: unknown): boolean {
   return (error as NodeJS.ErrnoException).code === 'ENOENT'
 }
+
+/**
+ * Whether a file's write-ahead log holds commits not yet synced or handed over to whoever syncs
+ * it before the batch is reported applied (`takeUnsyncedWal`).
+ */
+export function unsyncedLog(path: string) {
+  const walPath = `${path}-wal`
+  let unsynced = false
+  return {
+    appended(): void {
+      unsynced = true
+    },
+    sync: (): void => {
+      if (!unsynced) return
+      syncWal(walPath)
+      unsynced = false
+    },
+    take: (): string | undefined => {
+      if (!unsynced) return undefined
+      unsynced = false
+      return walPath
+    },
+  }
+}

@@ -45,6 +45,38 @@ describe('the routing index', () => {
     }
   })
 
+  it('commits a batch’s routes unsynced for its caller to sync, and every other commit synced', () => {
+    const path = join(tempDir(), 'control.db')
+    const control = openControlFile(path)
+    const synchronous = () => control.db.pragma('synchronous', { simple: true })
+    try {
+      control.transaction(() => {
+        // FULL (2): SQLite syncs the log before the commit returns.
+        expect(synchronous()).toBe(2)
+        control.route('providers', uuid(1), ORG_A)
+      })
+      expect(control.takeUnsyncedWal()).toBeUndefined()
+
+      control.transaction(() => {
+        // NORMAL (1): the commit appends to the log, for the caller to sync with the files' logs.
+        expect(synchronous()).toBe(1)
+        control.route('providers', uuid(2), ORG_A)
+      }, 'byCaller')
+      expect(synchronous()).toBe(2)
+      expect(control.takeUnsyncedWal()).toBe(`${path}-wal`)
+      expect(control.takeUnsyncedWal()).toBeUndefined()
+
+      // Joined to a held transaction (an initial load's), it commits with it, synced.
+      control.begin()
+      control.transaction(() => control.route('providers', uuid(3), ORG_A), 'byCaller')
+      control.commit()
+      expect(control.takeUnsyncedWal()).toBeUndefined()
+      expect(control.routeOf('providers', uuid(3))).toBe(ORG_A)
+    } finally {
+      control.close()
+    }
+  })
+
   it('forgets what a rolled-back transaction routed, organizations included', () => {
     const path = join(tempDir(), 'control.db')
     const control = openControlFile(path)
