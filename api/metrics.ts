@@ -30,6 +30,14 @@ export interface Gauges {
 export function createMetrics(gauges: Gauges): ApiMetrics {
   const registry = new Registry()
   collectDefaultMetrics({ register: registry })
+  const { observeRequest } = requestMetrics(registry)
+  const refusals = refusalMetrics(registry)
+  const replica = replicaMetrics(registry, gauges)
+  return { registry, observeRequest, ...refusals, ...replica }
+}
+
+/** Requests answered, by route and status, and their time. */
+function requestMetrics(registry: Registry): Pick<ApiMetrics, 'observeRequest'> {
   const requests = new Counter({
     name: 'api_http_requests_total',
     help: 'HTTP requests answered, by route and status',
@@ -43,6 +51,33 @@ export function createMetrics(gauges: Gauges): ApiMetrics {
     buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers: [registry],
   })
+  // Each request's series, looked up once per route and status (route patterns and statuses are
+  // few): prom-client otherwise hashes the labels on every call. Nested maps, so that the lookup
+  // builds no key string per request.
+  type Serie = { answered: () => void; took: (seconds: number) => void }
+  const series = new Map<string, Map<number, Serie>>()
+  return {
+    observeRequest: (route, status, seconds) => {
+      let byStatus = series.get(route)
+      if (byStatus === undefined) {
+        byStatus = new Map()
+        series.set(route, byStatus)
+      }
+      let serie = byStatus.get(status)
+      if (serie === undefined) {
+        const count = requests.labels({ route, status: String(status) })
+        const time = duration.labels({ route })
+        serie = { answered: () => count.inc(), took: (s) => time.observe(s) }
+        byStatus.set(status, serie)
+      }
+      serie.answered()
+      serie.took(seconds)
+    },
+  }
+}
+
+/** Requests refused before their route: rate limits (429) and load shedding (503). */
+function refusalMetrics(registry: Registry): Pick<ApiMetrics, 'rateLimited' | 'shed'> {
   const limited = new Counter({
     name: 'api_rate_limited_total',
     help: 'Requests refused with 429, by the limit exceeded',
@@ -59,6 +94,17 @@ export function createMetrics(gauges: Gauges): ApiMetrics {
   shed.inc({ reason: 'event_loop_delay' }, 0)
   shed.inc({ reason: 'queue_delay' }, 0)
   shed.inc({ reason: 'in_flight' }, 0)
+  return {
+    rateLimited: (policy) => limited.inc({ policy }),
+    shed: (reason) => shed.inc({ reason }),
+  }
+}
+
+/** The files served: open handles, the page cache, and how fresh the data is. */
+function replicaMetrics(
+  registry: Registry,
+  gauges: Gauges,
+): Pick<ApiMetrics, 'pageCacheLookup' | 'clockSkewed'> {
   new Gauge({
     name: 'api_open_file_handles',
     help: 'SQLite files the api holds open (control and organization files, all generations)',
@@ -100,41 +146,8 @@ export function createMetrics(gauges: Gauges): ApiMetrics {
   })
   const hits = pageCache.labels({ result: 'hit' })
   const misses = pageCache.labels({ result: 'miss' })
-  // Each request's series, looked up once per route and status (route patterns and statuses are
-  // few): prom-client otherwise hashes the labels on every call. Nested maps, so that the lookup
-  // builds no key string per request.
-  type Serie = { answered: () => void; took: (seconds: number) => void }
-  const series = new Map<string, Map<number, Serie>>()
   return {
-    registry,
-    observeRequest(route, status, seconds) {
-      let byStatus = series.get(route)
-      if (byStatus === undefined) {
-        byStatus = new Map()
-        series.set(route, byStatus)
-      }
-      let serie = byStatus.get(status)
-      if (serie === undefined) {
-        const count = requests.labels({ route, status: String(status) })
-        const time = duration.labels({ route })
-        serie = { answered: () => count.inc(), took: (s) => time.observe(s) }
-        byStatus.set(status, serie)
-      }
-      serie.answered()
-      serie.took(seconds)
-    },
-    rateLimited(policy) {
-      limited.inc({ policy })
-    },
-    shed(reason) {
-      shed.inc({ reason })
-    },
-    clockSkewed() {
-      skew.inc()
-    },
-    pageCacheLookup(hit) {
-      if (hit) hits.inc()
-      else misses.inc()
-    },
+    pageCacheLookup: (hit) => (hit ? hits.inc() : misses.inc()),
+    clockSkewed: () => skew.inc(),
   }
 }

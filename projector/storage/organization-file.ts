@@ -328,14 +328,7 @@ export function openOrganizationFile(
     if (committing) log.appended()
   }
 
-  const buildInTransaction = db.transaction((now: Date): RefreshStats => {
-    restoreIndexes(db)
-    const stamp = nextStamp(now, records.lastStamp)
-    const { rewritten, unchanged, removed } = refresher().refreshAll(stamp)
-    records.recordBuilt(stamp)
-    records.recordStamp(stamp, rewritten)
-    return { rewritten, unchanged, removed }
-  })
+  const buildDocuments = documentBuild(db, records, documents, refresher)
 
   return {
     organizationId,
@@ -346,17 +339,7 @@ export function openOrganizationFile(
     get lastStamp() {
       return records.lastStamp
     },
-    buildDocuments(now) {
-      if (documents.live) return noDocuments()
-      try {
-        const stats = buildInTransaction(now)
-        documents.built()
-        return stats
-      } catch (error) {
-        records.readBack()
-        throw error
-      }
-    },
+    buildDocuments,
     apply(events, now, tally) {
       try {
         const result = applyInTransaction(events, now, tally)
@@ -384,6 +367,37 @@ export function openOrganizationFile(
       log.sync()
       db.close()
     },
+  }
+}
+
+/**
+ * The file's one build of every document, in a transaction of its own, unless its documents are
+ * live already; then they follow each batch.
+ */
+function documentBuild(
+  db: SqliteDatabase,
+  records: ReturnType<typeof fileRecords>,
+  documents: ReturnType<typeof documentsMode>,
+  refresher: () => DocumentRefresher,
+): (now: Date) => RefreshStats {
+  const buildInTransaction = db.transaction((now: Date): RefreshStats => {
+    restoreIndexes(db)
+    const stamp = nextStamp(now, records.lastStamp)
+    const { rewritten, unchanged, removed } = refresher().refreshAll(stamp)
+    records.recordBuilt(stamp)
+    records.recordStamp(stamp, rewritten)
+    return { rewritten, unchanged, removed }
+  })
+  return (now) => {
+    if (documents.live) return noDocuments()
+    try {
+      const stats = buildInTransaction(now)
+      documents.built()
+      return stats
+    } catch (error) {
+      records.readBack()
+      throw error
+    }
   }
 }
 
