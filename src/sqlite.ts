@@ -30,7 +30,8 @@ const migrations = {
  * projector, resuming from the committed offsets, would never apply those events again.
  *
  * Who makes a commit durable (`Commits`):
- * - `synced`: SQLite, before the commit returns (synchronous=FULL).
+ * - `synced`: SQLite, before the commit returns (synchronous=FULL). control.db's, but for a live
+ *   batch's routes, which its writer syncs with the files' logs (projector/storage/control-file.ts).
  * - `byWriter`: a writer that syncs its commits itself before it reports them (organization
  *   files: the lanes sync the logs a batch wrote together, at its end, projector/storage/wal.ts).
  *   With WAL that is synchronous=NORMAL: a commit appends to the log without an fsync,
