@@ -12,8 +12,8 @@
 //   renames, several providers renamed with an identifier replaced in one transaction, identifiers
 //   added and removed (each provider holds about two: --identifier-mix steady, the default; or
 //   `growing`, the mix before 2026-11-28), membership moves, enrollment status changes, documents
-//   added. Rates step
-//   up (--rates, transactions/s; `max`: as fast as 8 connections commit), --seconds each.
+//   added. Rates step up (--rates, transactions/s; `max`: as fast as 8 connections commit),
+//   --seconds each.
 // - A prober renames a provider of its own every --probe-ms (at most two probes in flight) and
 //   times from COMMIT returning to the api serving the new name, both by a detail GET and by the
 //   spec's `updated_since` loop (overlap 250 ms, following cursors), polled every 10 and 20 ms.
@@ -148,10 +148,14 @@ async function seed(sql: Sql, name: string, providers: number): Promise<Org> {
   return org
 }
 
-/** An identifier of the organization to delete, taken out of its list; none when it has none. */
-function takeIdentifier(org: Org): string | undefined {
-  if (org.identifiers.length === 0) return undefined
-  return org.identifiers.splice(Math.floor(Math.random() * org.identifiers.length), 1)[0]
+/**
+ * Deletes one of the organization's identifiers, if it has any, taken out of its list first (a
+ * concurrent writer cannot pick it too).
+ */
+async function removeIdentifier(client: pg.PoolClient, org: Org): Promise<void> {
+  if (org.identifiers.length === 0) return
+  const [id] = org.identifiers.splice(Math.floor(Math.random() * org.identifiers.length), 1)
+  await client.query(`delete from provider_identifiers where id = $1`, [id])
 }
 
 /** One transaction of the product's write mix, on a pooled connection. */
@@ -178,10 +182,7 @@ async function writeOne(pool: pg.Pool, orgs: Org[]): Promise<void> {
       }
       const identifier = await insertProviderIdentifier(client, org.id, pick(org.providers))
       // A credential renewed: the steady mix removes one as it adds one.
-      const replaced = IDENTIFIER_MIX === 'steady' ? takeIdentifier(org) : undefined
-      if (replaced !== undefined) {
-        await client.query(`delete from provider_identifiers where id = $1`, [replaced])
-      }
+      if (IDENTIFIER_MIX === 'steady') await removeIdentifier(client, org)
       await client.query('commit')
       org.identifiers.push(identifier.id)
     } else if (roll < 0.77) {
@@ -191,10 +192,8 @@ async function writeOne(pool: pg.Pool, orgs: Org[]): Promise<void> {
         IDENTIFIER_MIX === 'steady'
           ? org.identifiers.length > org.providers.length * IDENTIFIERS_PER_PROVIDER
           : roll >= 0.72
-      const removed = remove ? takeIdentifier(org) : undefined
-      if (removed !== undefined) {
-        await client.query(`delete from provider_identifiers where id = $1`, [removed])
-      } else if (!remove) {
+      if (remove) await removeIdentifier(client, org)
+      else {
         org.identifiers.push(
           (await insertProviderIdentifier(client, org.id, pick(org.providers))).id,
         )

@@ -189,8 +189,8 @@ export function openControlFile(path: string): ControlFile {
         if (byCaller) db.pragma('synchronous = FULL')
       }
     },
-    takeUnsyncedWal: () => log.take(),
-    syncWal: () => log.sync(),
+    takeUnsyncedWal: log.take,
+    syncWal: log.sync,
     ...held,
     route(table, id, organizationId) {
       const tableCode = ROUTED_TABLES[table]

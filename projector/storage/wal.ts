@@ -62,7 +62,7 @@ export function unsyncedLog(path: string) {
   const walPath = `${path}-wal`
   let unsynced = false
   return {
-    appended(): void {
+    appended: (): void => {
       unsynced = true
     },
     sync: (): void => {
