@@ -2,7 +2,8 @@
 // blocks and inline code show names an npm script that exists; the projector's and verify's command
 // lines parse as shown (all their argument checks pass); the ones that need no Kafka run for real
 // (`--from-file` on a generated file, then `npm run api` serving what it wrote); the configuration
-// tables name exactly the variables src/config.ts reads, with its defaults; and every relative link
+// tables (README's, and verify's in docs/operations.md) name exactly the variables src/config.ts
+// reads, with its defaults; and every relative link
 // of the project's Markdown leads to a file and heading that exist. `npm run demo` is run by
 // demo.test.ts, and `npm test` and the benchmarks are not run here.
 import { spawn } from 'node:child_process'
@@ -36,6 +37,15 @@ function sections(markdown: string): Section[] {
     else out.at(-1)!.lines.push(line)
   }
   return out
+}
+
+/** The lines of docs/operations.md's "### verify's configuration", up to its next heading. */
+function verifyConfiguration(): string[] {
+  const lines = readFileSync(join(repoRoot, 'docs/operations.md'), 'utf8').split('\n')
+  const start = lines.indexOf("### verify's configuration")
+  if (start < 0) throw new Error('docs/operations.md has no "### verify\'s configuration"')
+  const end = lines.findIndex((line, i) => i > start && line.startsWith('#'))
+  return lines.slice(start + 1, end < 0 ? undefined : end)
 }
 
 function section(heading: string): Section {
@@ -291,17 +301,17 @@ describe("README's commands that need no Kafka, run", () => {
   })
 })
 
-describe("README's configuration tables", () => {
+describe("the configuration tables (README's, and verify's in docs/operations.md)", () => {
   interface Row {
     names: string[]
     defaults: string
   }
 
-  /** Each table of the Configuration section, under the line that introduces it. */
-  function tables(): Map<string, Row[]> {
+  /** Each table of these lines, under the line that introduces it. */
+  function tables(lines: string[]): Map<string, Row[]> {
     const out = new Map<string, Row[]>()
     let label = ''
-    for (const line of section('Configuration').lines) {
+    for (const line of lines) {
       if (!line.startsWith('|')) {
         if (line.trim() !== '') label = line.trim()
         continue
@@ -317,7 +327,7 @@ describe("README's configuration tables", () => {
     return out
   }
 
-  const byTable = tables()
+  const byTable = tables(section('Configuration').lines)
   const table = (prefix: string): Row[] => {
     const found = [...byTable].find(([label]) => label.startsWith(prefix))
     if (found === undefined) throw new Error(`README's configuration has no table "${prefix}..."`)
@@ -329,7 +339,7 @@ describe("README's configuration tables", () => {
     ['api', table('Api'), Object.keys(schemaOf('api')), 'api'],
     [
       'verify',
-      table('`verify`'),
+      [...tables(verifyConfiguration()).values()].flat(),
       Object.keys(schemaOf('verify')).filter((n) => !projectorNames.includes(n)),
       'verify',
     ],
