@@ -27,30 +27,28 @@ interface Section {
   lines: string[]
 }
 
-/** README's `## ` sections, each with its lines. */
-function sections(markdown: string): Section[] {
+/**
+ * A Markdown page's sections of one heading level (2: `## `), each with its lines up to the next
+ * heading of that level or above; headings in code blocks do not count.
+ */
+function sections(markdown: string, level = 2): Section[] {
   const out: Section[] = [{ heading: '', lines: [] }]
   let fenced = false
   for (const line of markdown.split('\n')) {
     if (line.startsWith('```')) fenced = !fenced
-    if (!fenced && line.startsWith('## ')) out.push({ heading: line.slice(3).trim(), lines: [] })
-    else out.at(-1)!.lines.push(line)
+    const heading = fenced ? null : /^(#+) (.*)$/.exec(line)
+    if (heading !== null && heading[1]!.length <= level) {
+      out.push({ heading: heading[1]!.length === level ? heading[2]!.trim() : '', lines: [] })
+    } else out.at(-1)!.lines.push(line)
   }
   return out
 }
 
-/** The lines of docs/operations.md's "### verify's configuration", up to its next heading. */
-function verifyConfiguration(): string[] {
-  const lines = readFileSync(join(repoRoot, 'docs/operations.md'), 'utf8').split('\n')
-  const start = lines.indexOf("### verify's configuration")
-  if (start < 0) throw new Error('docs/operations.md has no "### verify\'s configuration"')
-  const end = lines.findIndex((line, i) => i > start && line.startsWith('#'))
-  return lines.slice(start + 1, end < 0 ? undefined : end)
-}
-
-function section(heading: string): Section {
-  const found = sections(readme).find((s) => s.heading === heading)
-  if (found === undefined) throw new Error(`README has no section "## ${heading}"`)
+function section(heading: string, markdown = readme, level = 2, page = 'README'): Section {
+  const found = sections(markdown, level).find((s) => s.heading === heading)
+  if (found === undefined) {
+    throw new Error(`${page} has no section "${'#'.repeat(level)} ${heading}"`)
+  }
   return found
 }
 
@@ -328,6 +326,13 @@ describe("the configuration tables (README's, and verify's in docs/operations.md
   }
 
   const byTable = tables(section('Configuration').lines)
+  // verify's own variables sit beside its grants, in docs/operations.md.
+  const verifyConfiguration = section(
+    "verify's configuration",
+    readFileSync(join(repoRoot, 'docs/operations.md'), 'utf8'),
+    3,
+    'docs/operations.md',
+  )
   const table = (prefix: string): Row[] => {
     const found = [...byTable].find(([label]) => label.startsWith(prefix))
     if (found === undefined) throw new Error(`README's configuration has no table "${prefix}..."`)
@@ -339,7 +344,7 @@ describe("the configuration tables (README's, and verify's in docs/operations.md
     ['api', table('Api'), Object.keys(schemaOf('api')), 'api'],
     [
       'verify',
-      [...tables(verifyConfiguration()).values()].flat(),
+      [...tables(verifyConfiguration.lines).values()].flat(),
       Object.keys(schemaOf('verify')).filter((n) => !projectorNames.includes(n)),
       'verify',
     ],
