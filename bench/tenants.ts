@@ -24,7 +24,9 @@
 //    on the api (`GET /providers/{id}` every 10 ms, later every tenth of the time waited, until it
 //    serves the new name): the p99 of a change's time from its Kafka record timestamp (set by the producer
 //    when it sends, so at or before its append) to being served. Then the same burst again, the
-//    files written by the stream: reported beside the first, which the target judges.
+//    files written by the stream: reported beside the first, which the target judges. And the
+//    live projector's peak RSS by then (every organization file it wrote is open, up to
+//    OPEN_FILES_MAX: docs/many-organizations.md).
 // 3. api (`api/main.ts`, a child, on the live projector's files; on the file run's with
 //    --no-kafka --no-rebuild): --clients simulated clients spread over every organization, each
 //    with one of its organization's keys, driven by bench/client-mix.ts in a process of its own:
@@ -62,7 +64,7 @@ import {
 import type { MixPlan, MixResult } from './client-mix.ts'
 import { type BenchDatasetFile, type DatasetSize, generatedDataset } from './dataset.ts'
 import { produceFile } from './produce.ts'
-import { endOffsets, projectFile, waitCommitted } from './projector-run.ts'
+import { endOffsets, peakRssMbOf, projectFile, waitCommitted } from './projector-run.ts'
 import { metricSum, percentile, readyz, waitUntil } from './wait.ts'
 
 // ---- Options -----------------------------------------------------------------------------------
@@ -302,6 +304,8 @@ interface Figures {
   kafkaWarmEventsPerSecond: number | null
   kafkaSteadyEventsPerSecond: number | null
   kafkaP99Ms: number | null
+  /** The live projector's peak RSS, its load and its changes (every file they wrote open). */
+  kafkaPeakRssMb: number | null
   rebuildSeconds: number | null
   api: MixResult | null
   apiHalf: MixResult | null
@@ -596,6 +600,7 @@ async function measureDataset(
     kafkaLoadEventsPerSecond: null,
     kafkaEventsPerSecond: null,
     kafkaWarmEventsPerSecond: null,
+    kafkaPeakRssMb: null,
     kafkaSteadyEventsPerSecond: null,
     kafkaP99Ms: null,
     rebuildSeconds: null,
@@ -676,6 +681,7 @@ async function measureDataset(
         figures.kafkaWarmEventsPerSecond = c.warmBurst
         figures.kafkaSteadyEventsPerSecond = c.steady
         figures.kafkaP99Ms = c.p99Ms
+        figures.kafkaPeakRssMb = peakRssMbOf(live.proc.child.pid)
       }
       if (parts.has('api')) {
         // Past the pollers' overlap, the renames are behind every watermark: small pages.
@@ -795,6 +801,7 @@ async function main(): Promise<void> {
       many?.kafkaWarmEventsPerSecond,
     ],
     ['kafka record to served p99 ms', few?.kafkaP99Ms, many?.kafkaP99Ms],
+    ['live projector peak RSS MB', few?.kafkaPeakRssMb, many?.kafkaPeakRssMb],
     ['rebuild s', few?.rebuildSeconds, many?.rebuildSeconds],
     ['api req/s (saturation)', few?.api?.rps, many?.api?.rps],
     ['api p99 ms (saturation)', few?.api?.p99Ms, many?.api?.p99Ms],
@@ -827,6 +834,8 @@ async function main(): Promise<void> {
       kafkaLoadEventsPerSecondFew: few?.kafkaLoadEventsPerSecond ?? null,
       kafkaWarmEventsPerSecondMany: many?.kafkaWarmEventsPerSecond ?? null,
       kafkaWarmEventsPerSecondFew: few?.kafkaWarmEventsPerSecond ?? null,
+      kafkaPeakRssMbMany: many?.kafkaPeakRssMb ?? null,
+      kafkaPeakRssMbFew: few?.kafkaPeakRssMb ?? null,
       eventsMany: many?.events ?? null,
       eventsFew: few?.events ?? null,
       fewOrganizations,
