@@ -3,7 +3,15 @@ import Database from 'better-sqlite3'
 import { rmSync } from 'node:fs'
 import { afterEach, describe, expect, it } from 'vitest'
 import { testApplier } from '../../support/applier.ts'
-import { ORG_A, ORG_B, providerRow, record, uuid } from '../../support/debezium.ts'
+import {
+  groupRow,
+  membershipRow,
+  ORG_A,
+  ORG_B,
+  providerRow,
+  record,
+  uuid,
+} from '../../support/debezium.ts'
 
 const dirs: string[] = []
 afterEach(() => {
@@ -40,7 +48,18 @@ function applierIn(deferDocumentsUntilCaughtUp = false) {
       db.close()
     }
   }
-  return { applier, providerIds, stamps }
+  const providerBody = (organizationId: string, providerId: string): string => {
+    const db = new Database(generation.organizationPath(organizationId), { readonly: true })
+    try {
+      return db
+        .prepare('SELECT sensitive_body FROM doc_providers WHERE id = ?')
+        .pluck()
+        .get(providerId) as string
+    } finally {
+      db.close()
+    }
+  }
+  return { applier, providerIds, stamps, providerBody }
 }
 
 describe('applyBatch', () => {
@@ -127,6 +146,46 @@ describe('applyBatch', () => {
       [uuid(1)]: '2026-11-22T10:00:00.000Z',
       [uuid(2)]: '2026-11-22T10:00:00.001Z',
     })
+  })
+
+  it("never embeds another organization's row, even when a source row references it", () => {
+    // PostgreSQL's foreign keys do not stop a membership of organization A from naming a group of
+    // organization B. A's documents must not show B's group, nor change when it does.
+    const { applier, stamps, providerBody } = applierIn()
+    const group = uuid(10)
+    applier.applyBatch([
+      record({ table: 'provider_groups', op: 'c', after: groupRow(group, ORG_B), lsn: 1 }),
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(1), ORG_A), lsn: 2 }),
+      record({
+        table: 'group_memberships',
+        op: 'c',
+        after: membershipRow(uuid(11), uuid(1), group, ORG_A),
+        lsn: 3,
+      }),
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(2), ORG_B), lsn: 4 }),
+      record({
+        table: 'group_memberships',
+        op: 'c',
+        after: membershipRow(uuid(12), uuid(2), group, ORG_B),
+        lsn: 5,
+      }),
+    ])
+    const before = { body: providerBody(ORG_A, uuid(1)), stamps: stamps(ORG_A) }
+    expect(before.body).not.toContain(group)
+    expect(providerBody(ORG_B, uuid(2))).toContain('Bay Clinic')
+
+    applier.applyBatch([
+      record({
+        table: 'provider_groups',
+        op: 'u',
+        after: groupRow(group, ORG_B, { name: 'Renamed Clinic' }),
+        lsn: 6,
+      }),
+    ])
+    applier.close()
+    expect(providerBody(ORG_B, uuid(2))).toContain('Renamed Clinic')
+    expect(providerBody(ORG_A, uuid(1))).toBe(before.body)
+    expect(stamps(ORG_A)).toEqual(before.stamps)
   })
 
   it('defers documents until the replica first catches up, then keeps them live', async () => {
