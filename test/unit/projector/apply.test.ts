@@ -153,22 +153,19 @@ describe('applyBatch', () => {
     // organization B. A's documents must not show B's group, nor change when it does.
     const { applier, stamps, providerBody } = applierIn()
     const group = uuid(10)
+    const membership = (id: string, providerId: string, organizationId: string, lsn: number) =>
+      record({
+        table: 'group_memberships',
+        op: 'c',
+        after: membershipRow(id, providerId, group, organizationId),
+        lsn,
+      })
     applier.applyBatch([
       record({ table: 'provider_groups', op: 'c', after: groupRow(group, ORG_B), lsn: 1 }),
       record({ table: 'providers', op: 'c', after: providerRow(uuid(1), ORG_A), lsn: 2 }),
-      record({
-        table: 'group_memberships',
-        op: 'c',
-        after: membershipRow(uuid(11), uuid(1), group, ORG_A),
-        lsn: 3,
-      }),
+      membership(uuid(11), uuid(1), ORG_A, 3),
       record({ table: 'providers', op: 'c', after: providerRow(uuid(2), ORG_B), lsn: 4 }),
-      record({
-        table: 'group_memberships',
-        op: 'c',
-        after: membershipRow(uuid(12), uuid(2), group, ORG_B),
-        lsn: 5,
-      }),
+      membership(uuid(12), uuid(2), ORG_B, 5),
     ])
     const before = { body: providerBody(ORG_A, uuid(1)), stamps: stamps(ORG_A) }
     expect(before.body).not.toContain(group)
