@@ -14,7 +14,8 @@
 // replica takes --changes provider renames (bench:tenants' burst, every provider's latest row with
 // a new last name, the organizations taken in turn) by `projector --from-file`, the variants
 // alternated. Prints the seconds the projector reports, then one JSON line:
-//   {"organizations", "fewOrganizations", "changes", "loadSeconds": {...}, "burstSeconds": {...},
+//   {"organizations", "fewOrganizations", "changes", "files": {...}, "loadSeconds": {...},
+//    "burstSeconds": {...},
 //    "burstRatio": {"many": n, "shared<N>": n, ...}, "loadRatio": {...}}
 // where a burst ratio is the few organizations' median burst time over the variant's, and a load
 // ratio their load time over the variant's (issue 22's "at least 0.8x its 7-organization figure",
@@ -33,6 +34,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { finished } from 'node:stream/promises'
 import { parseArgs } from 'node:util'
+import { currentGeneration, organizationsWithFiles } from '../src/layout.ts'
 import { makeTempDir } from '../test/harness/process.ts'
 import { generatedDataset, type BenchDatasetFile } from './dataset.ts'
 import { projectFile } from './projector-run.ts'
@@ -126,6 +128,8 @@ interface Variant {
   renames: string
   replica: string
   loadSeconds: number
+  /** Organization files the load left (the shared variants' N, if the rewrite did its work). */
+  files: number
   burstSeconds: number[]
 }
 
@@ -151,6 +155,7 @@ async function main(): Promise<void> {
       renames,
       replica: join(work.path, `replica-${name}`),
       loadSeconds: 0,
+      files: 0,
       burstSeconds: [],
     })
   add('few', few.path, await renamesOf(few, 'few'))
@@ -170,7 +175,12 @@ async function main(): Promise<void> {
   for (const variant of variants) {
     const summary = await projectFile(variant.dataset, variant.replica)
     variant.loadSeconds = Number(summary.seconds.toFixed(1))
-    log(`${variant.name}: loaded ${summary.records} records in ${variant.loadSeconds} s`)
+    const generation = currentGeneration(variant.replica)
+    variant.files = generation === undefined ? 0 : organizationsWithFiles(generation).length
+    log(
+      `${variant.name}: loaded ${summary.records} records in ${variant.loadSeconds} s ` +
+        `into ${variant.files} organization files`,
+    )
   }
   for (let round = 1; round <= rounds; round++) {
     for (const variant of variants) {
@@ -200,6 +210,7 @@ async function main(): Promise<void> {
     organizations: manyOrganizations,
     fewOrganizations,
     changes,
+    files: Object.fromEntries(variants.map((v) => [v.name, v.files])),
     loadSeconds: Object.fromEntries(variants.map((v) => [v.name, v.loadSeconds])),
     burstSeconds: Object.fromEntries(variants.map((v) => [v.name, v.burstSeconds])),
     burstRatio: Object.fromEntries(
