@@ -10,6 +10,19 @@ export interface Finished {
   stderr: string
 }
 
+/**
+ * What a benchmark run by a test needs from the test's own environment: its cache (datasets,
+ * Kafka's jars), Java, and whether the harness may use Docker.
+ */
+export function harnessEnv(): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const name of ['HOME', 'REPLICA_CACHE_DIR', 'JAVA_HOME', 'REPLICA_HARNESS_DOCKER']) {
+    const value = process.env[name]
+    if (value !== undefined) env[name] = value
+  }
+  return env
+}
+
 /** Runs an entry point (e.g. 'projector/main.ts') to completion. */
 export function runEntry(
   entry: string,

@@ -3,7 +3,7 @@
 // gone through the whole rebuild and its swap without a failed request. Its speed targets are
 // checked by the benchmark itself, never here.
 import { describe, expect, it } from 'vitest'
-import { runEntry } from '../../support/processes.ts'
+import { harnessEnv, runEntry } from '../../support/processes.ts'
 
 interface Figures {
   events: number
@@ -11,16 +11,6 @@ interface Figures {
   p99QuietMs: number
   p99DuringRebuildMs: number
   failedRequests: number
-}
-
-/** What the harness needs to find Kafka's jars and Java, from the test's own environment. */
-function harnessEnv(): Record<string, string> {
-  const env: Record<string, string> = {}
-  for (const name of ['HOME', 'REPLICA_CACHE_DIR', 'JAVA_HOME', 'REPLICA_HARNESS_DOCKER']) {
-    const value = process.env[name]
-    if (value !== undefined) env[name] = value
-  }
-  return env
 }
 
 describe('npm run bench:rebuild', () => {

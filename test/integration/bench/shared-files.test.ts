@@ -2,13 +2,7 @@
 // really write the many organizations' rows into the files asked for, load and burst every
 // variant, and end with its one line of JSON. What it measures is for the benchmark, never here.
 import { describe, expect, it } from 'vitest'
-import { runEntry } from '../../support/processes.ts'
-
-/** Where the datasets are cached, as the test's own environment says. */
-function cacheEnv(): Record<string, string> {
-  const dir = process.env.REPLICA_CACHE_DIR
-  return dir === undefined ? {} : { REPLICA_CACHE_DIR: dir }
-}
+import { harnessEnv, runEntry } from '../../support/processes.ts'
 
 describe('bench/shared-files.ts', () => {
   it('loads the many organizations into the shared files asked for, and times every burst', async () => {
@@ -21,7 +15,7 @@ describe('bench/shared-files.ts', () => {
         ['--changes', '200'],
         ['--rounds', '1'],
       ].flat(),
-      cacheEnv(),
+      harnessEnv(),
       300_000,
     )
     expect(run.code, run.stderr).toBe(0)

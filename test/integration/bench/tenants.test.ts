@@ -3,17 +3,7 @@
 // figure measured, and the two datasets must hold about the same number of events. Its targets are
 // checked by the benchmark itself, never here.
 import { describe, expect, it } from 'vitest'
-import { runEntry } from '../../support/processes.ts'
-
-/** What the harness needs to find Kafka's jars and Java, from the test's own environment. */
-function harnessEnv(): Record<string, string> {
-  const env: Record<string, string> = {}
-  for (const name of ['HOME', 'REPLICA_CACHE_DIR', 'JAVA_HOME', 'REPLICA_HARNESS_DOCKER']) {
-    const value = process.env[name]
-    if (value !== undefined) env[name] = value
-  }
-  return env
-}
+import { harnessEnv, runEntry } from '../../support/processes.ts'
 
 const REQUIRED = [
   'organizations',
