@@ -11,6 +11,16 @@
 // 8601 UTC with milliseconds; booleans as 0/1; text[] and jsonb as JSON text.
 import { index, integer, primaryKey, sqliteTable, text } from 'drizzle-orm/sqlite-core'
 
+/**
+ * The organization a row belongs to, as the file's `file_organizations` numbers it. A file of its
+ * own holds one organization (key 1, the default, so that files written before shared files need
+ * only the column added); a file shared by small organizations holds many, and every connection to
+ * it reads through views scoped to one (projector/storage/scope.ts).
+ */
+const organization = {
+  organizationKey: integer('organization_key').notNull().default(1),
+}
+
 const sourcePosition = {
   /** Debezium `source.lsn` of the stored version; 0 when the event carried none. */
   sourceLsn: integer('source_lsn').notNull(),
@@ -79,6 +89,7 @@ export const providers = sqliteTable('providers', {
   gender: text('gender'),
   ...timestamps,
   ...sourcePosition,
+  ...organization,
 })
 
 export const providerIdentifiers = sqliteTable(
@@ -93,6 +104,7 @@ export const providerIdentifiers = sqliteTable(
     metadata: text('metadata').notNull(),
     ...timestamps,
     ...sourcePosition,
+    ...organization,
   },
   (t) => [index('provider_identifiers_provider').on(t.providerId)],
 )
@@ -106,6 +118,7 @@ export const providerGroups = sqliteTable('provider_groups', {
   taxonomyCode: text('taxonomy_code'),
   ...timestamps,
   ...sourcePosition,
+  ...organization,
 })
 
 export const groupMemberships = sqliteTable(
@@ -116,6 +129,7 @@ export const groupMemberships = sqliteTable(
     providerGroupId: text('provider_group_id').notNull(),
     ...timestamps,
     ...sourcePosition,
+    ...organization,
   },
   (t) => [
     index('group_memberships_provider').on(t.providerId),
@@ -138,6 +152,7 @@ export const serviceLocations = sqliteTable(
     isPrimary: integer('is_primary', { mode: 'boolean' }).notNull(),
     ...timestamps,
     ...sourcePosition,
+    ...organization,
   },
   (t) => [index('service_locations_group').on(t.providerGroupId)],
 )
@@ -154,6 +169,7 @@ export const groupIdentifiers = sqliteTable(
     metadata: text('metadata').notNull(),
     ...timestamps,
     ...sourcePosition,
+    ...organization,
   },
   (t) => [index('group_identifiers_group').on(t.providerGroupId)],
 )
@@ -173,6 +189,7 @@ export const enrollments = sqliteTable(
     effectiveDate: text('effective_date'),
     ...timestamps,
     ...sourcePosition,
+    ...organization,
   },
   (t) => [index('enrollments_provider').on(t.providerId)],
 )
@@ -188,6 +205,7 @@ export const enrollmentRequirements = sqliteTable(
     completedAt: text('completed_at'),
     ...timestamps,
     ...sourcePosition,
+    ...organization,
   },
   (t) => [index('enrollment_requirements_enrollment').on(t.enrollmentId)],
 )
@@ -202,6 +220,7 @@ export const enrollmentLinesOfBusiness = sqliteTable(
     effectiveDate: text('effective_date'),
     ...timestamps,
     ...sourcePosition,
+    ...organization,
   },
   (t) => [index('enrollment_lines_of_business_enrollment').on(t.enrollmentId)],
 )
@@ -216,6 +235,7 @@ export const enrollmentLocationParticipations = sqliteTable(
     activatedOn: text('activated_on'),
     ...timestamps,
     ...sourcePosition,
+    ...organization,
   },
   (t) => [
     index('enrollment_location_participations_enrollment').on(t.enrollmentId),
@@ -237,6 +257,7 @@ export const groupEnrollments = sqliteTable(
     effectiveDate: text('effective_date'),
     ...timestamps,
     ...sourcePosition,
+    ...organization,
   },
   (t) => [index('group_enrollments_group').on(t.providerGroupId)],
 )
@@ -251,6 +272,7 @@ export const groupEnrollmentLinesOfBusiness = sqliteTable(
     effectiveDate: text('effective_date'),
     ...timestamps,
     ...sourcePosition,
+    ...organization,
   },
   (t) => [index('group_enrollment_lines_of_business_enrollment').on(t.groupEnrollmentId)],
 )
@@ -269,6 +291,7 @@ export const documents = sqliteTable(
     uploadedAt: text('uploaded_at').notNull(),
     ...timestamps,
     ...sourcePosition,
+    ...organization,
   },
   (t) => [
     index('documents_provider').on(t.providerId),
@@ -300,6 +323,7 @@ const servedDocument = {
   hash: text('hash').notNull(),
   /** The complete response object as JSON text, `updatedAt` included. */
   body: text('body').notNull(),
+  ...organization,
 }
 
 /**
@@ -390,6 +414,7 @@ export const expirableDocs = sqliteTable(
     updatedAt: text('updated_at').notNull(),
     hash: text('hash').notNull(),
     body: text('body').notNull(),
+    ...organization,
   },
   (t) => [index('doc_expirables_page').on(t.expiresOn, t.sourceType, t.sourceId)],
 )
@@ -410,6 +435,15 @@ export const appliedOffsets = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.topic, t.partition] })],
 )
+
+/**
+ * The organizations whose rows the file holds, each numbered by the key its rows carry. A file of
+ * its own holds one, key 1; a shared file numbers each organization as its first row arrives.
+ */
+export const fileOrganizations = sqliteTable('file_organizations', {
+  key: integer('key').primaryKey(),
+  organizationId: text('organization_id').notNull().unique(),
+})
 
 /** Small facts about the file: `organization_id`, `last_stamp` (stamps never go backwards). */
 export const replicaMeta = sqliteTable('replica_meta', {

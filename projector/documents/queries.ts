@@ -51,6 +51,7 @@ import {
   providers,
   serviceLocations,
 } from '../../schema/organization-db.ts'
+import type { OrganizationScope } from '../../src/organization-scope.ts'
 import { preparedOnUse } from '../../src/sqlite.ts'
 
 /** Builds SQL text with no connection: plans are made once, for every file. */
@@ -705,13 +706,15 @@ function writePlan<T extends DocumentTable>(
   table: T,
   /** SET clauses by column name, for columns not simply replaced by the new value. */
   keep: Record<string, string> = {},
-): Plan<(row: T['$inferInsert']) => boolean> {
+): StorePlan<(row: Omit<T['$inferInsert'], 'organizationKey'>) => boolean> {
   const name = getTableConfig(table).name
   const columns = columnsOf(table)
   const changed = columns
-    .filter((c) => c.name.endsWith('hash'))
+    .filter((c) => c.name.endsWith('hash') || c.name === 'organization_key')
     .map((c) => `"${name}"."${c.name}" IS NOT excluded."${c.name}"`)
-  const text = `INSERT INTO "${name}" (${columns.map((c) => `"${c.name}"`).join(', ')})
+  // The table itself (`main.`): a shared file's connection reads through views of one
+  // organization (src/organization-scope.ts), and writes carry the organization in scope.
+  const text = `INSERT INTO main."${name}" (${columns.map((c) => `"${c.name}"`).join(', ')})
      VALUES (${columns.map(() => '?').join(', ')})
      ON CONFLICT ("id") DO UPDATE SET ${columns
        .filter((c) => c.name !== 'id')
@@ -720,8 +723,9 @@ function writePlan<T extends DocumentTable>(
      WHERE ${changed.join(' OR ')}`
   const keys = columns.map((c) => c.key)
   const booleans = columns.map((c) => c.boolean)
+  const organizationAt = keys.indexOf('organizationKey')
   return {
-    on(sqlite) {
+    on(sqlite, scope) {
       const statement = preparedOnUse(() => sqlite.prepare<unknown[]>(text))
       return (row) => {
         const values = new Array<unknown>(keys.length)
@@ -729,28 +733,37 @@ function writePlan<T extends DocumentTable>(
           const value = (row as Record<string, unknown>)[keys[i]!]
           values[i] = booleans[i] ? (value ? 1 : 0) : (value ?? null)
         }
+        values[organizationAt] = scope.key
         return statement().run(values).changes > 0
       }
     },
   }
 }
 
-/** Deletes a served document; true if there was one. */
-function removePlan(table: DocumentTable): Plan<(documentId: string) => boolean> {
-  const text = `DELETE FROM "${getTableConfig(table).name}" WHERE "id" = ?`
+/** Deletes a served document of the organization in scope; true if there was one. */
+function removePlan(table: DocumentTable): StorePlan<(documentId: string) => boolean> {
+  const text = `DELETE FROM main."${getTableConfig(table).name}" WHERE "id" = ? AND organization_key = ?`
   return {
-    on(sqlite) {
-      const statement = preparedOnUse(() => sqlite.prepare<[string]>(text))
-      return (documentId) => statement().run(documentId).changes > 0
+    on(sqlite, scope) {
+      const statement = preparedOnUse(() => sqlite.prepare<[string, number]>(text))
+      return (documentId) => statement().run(documentId, scope.key).changes > 0
     },
   }
 }
 
+/** A write of the documents: made for a connection and the organization scope it writes in. */
+interface StorePlan<R> {
+  on(sqlite: Database.Database, scope: Pick<OrganizationScope, 'key'>): R
+}
+
 // Each provider variant keeps its stamp and body unless its own content changed (the stored
 // body is the same content stamped with the stored stamp). SQLite evaluates every SET
-// expression against the row as it was.
+// expression against the row as it was. A row that moved to another organization of a shared file
+// takes the new stamps: its new organization's clients never saw it.
 const keepUnless = (hash: string, column: string) =>
-  `CASE WHEN "doc_providers"."${hash}" = excluded."${hash}" THEN "doc_providers"."${column}" ELSE excluded."${column}" END`
+  `CASE WHEN "doc_providers"."${hash}" = excluded."${hash}"
+     AND "doc_providers".organization_key = excluded.organization_key
+   THEN "doc_providers"."${column}" ELSE excluded."${column}" END`
 
 const documentStorePlans = {
   provider: {
@@ -773,9 +786,24 @@ const documentStorePlans = {
   expirable: { write: writePlan(expirableDocs), remove: removePlan(expirableDocs) },
 }
 
-/** Reads and writes of the served documents. */
-export function prepareDocumentStore(sqlite: Database.Database) {
-  return bindPlans(sqlite, documentStorePlans)
+/** Writes of the served documents, for the organization `scope` names. */
+export function prepareDocumentStore(
+  sqlite: Database.Database,
+  scope: Pick<OrganizationScope, 'key'>,
+) {
+  const bind = <W, R>(plans: { write: StorePlan<W>; remove: StorePlan<R> }) => ({
+    write: plans.write.on(sqlite, scope),
+    remove: plans.remove.on(sqlite, scope),
+  })
+  const p = documentStorePlans
+  return {
+    provider: bind(p.provider),
+    providerGroup: bind(p.providerGroup),
+    enrollment: bind(p.enrollment),
+    groupEnrollment: bind(p.groupEnrollment),
+    document: bind(p.document),
+    expirable: bind(p.expirable),
+  }
 }
 
 export type DocumentStore = ReturnType<typeof prepareDocumentStore>

@@ -27,7 +27,12 @@ import {
   type BulkReads,
   type MirrorReads,
 } from './queries.ts'
-import { count, emptyStats, type DetailedRefreshStats, type Outcome } from './stats.ts'
+import {
+  OWN_ORGANIZATION,
+  scopeConnection,
+  type OrganizationScope,
+} from '../../src/organization-scope.ts'
+import { addStats, count, emptyStats, type DetailedRefreshStats, type Outcome } from './stats.ts'
 import { buildEveryDocument } from './whole-build.ts'
 import {
   writeDocument,
@@ -67,16 +72,29 @@ export const BUILD_PAGE_ROWS = 250
 /** Documents listed by kind: a batch's touched ones, or a whole build's orphans. */
 type ListedDocuments = { [K in keyof TouchedDocuments]: Iterable<string> }
 
+export interface RefresherOptions {
+  priorStamp?: PriorStamp
+  /** Parents per page of `refreshAll` (BUILD_PAGE_ROWS; tests use small pages). */
+  buildPageRows?: number
+  /**
+   * The connection's organization scope (src/organization-scope.ts) and the keys of the file's
+   * organizations: each organization's documents are built in its own scope. Default: a file of
+   * its own, read unscoped.
+   */
+  organizations?: { scope: OrganizationScope; keys: () => Iterable<number> }
+}
+
 export function createDocumentRefresher(
   db: Database.Database,
-  options: {
-    priorStamp?: PriorStamp
-    /** Parents per page of `refreshAll` (BUILD_PAGE_ROWS; tests use small pages). */
-    buildPageRows?: number
-  } = {},
+  options: RefresherOptions = {},
 ): DocumentRefresher {
+  const { scope, keys } = options.organizations ?? {
+    scope: scopeConnection(db, 'own'),
+    keys: () => [OWN_ORGANIZATION],
+  }
   const read = prepareMirrorReads(db)
-  const target: DocumentTarget = { store: prepareDocumentStore(db), priorStamp: options.priorStamp }
+  const store = prepareDocumentStore(db, scope)
+  const target: DocumentTarget = { store, priorStamp: options.priorStamp }
   const pageRows = options.buildPageRows ?? BUILD_PAGE_ROWS
   // Rows the batch being refreshed changed, keyed by table and id, as the mirror now stores them
   // (undefined: deleted): a document built from its own changed row need not read it back.
@@ -91,12 +109,26 @@ export function createDocumentRefresher(
     // The batch's own rows as the mirror now stores them: the last version each change left.
     for (const change of changes) latest.set(`${change.table}\u0000${change.id}`, change.current)
     try {
-      return refreshListed(touchedDocuments(changes, related), stamp)
+      const stats = emptyStats()
+      for (const [key, ofOrganization] of byOrganization(changes)) {
+        scope.enter(key)
+        addStats(stats, refreshListed(touchedDocuments(ofOrganization, related), stamp))
+      }
+      return stats
     } finally {
       latest.clear()
     }
   })
   const refreshAllInTransaction = db.transaction((stamp: string) => {
+    const stats = emptyStats()
+    for (const key of keys()) {
+      scope.enter(key)
+      addStats(stats, refreshOrganization(stamp))
+    }
+    return stats
+  })
+  /** Every document of the organization in scope. */
+  function refreshOrganization(stamp: string): DetailedRefreshStats {
     const bulk = (bulkReads ??= prepareBulkReads(db))
     // Stored documents whose source is gone (a truncate, say): refreshing each removes it. Before
     // writing: then the catch-up build's document tables are empty, and the check is free.
@@ -114,13 +146,29 @@ export function createDocumentRefresher(
     )
     buildEveryDocument({ target, bulk, pageRows, stamp, stats })
     return stats
-  })
+  }
 
   return {
     refresh: (changes, stamp) =>
       changes.length === 0 ? emptyStats() : refreshInTransaction(changes, stamp),
     refreshAll: (stamp) => refreshAllInTransaction(stamp),
   }
+}
+
+/**
+ * A batch's changes by the organization of their rows, in the order each first appears (a file
+ * of its own: all of them, under its one key).
+ */
+function byOrganization(changes: readonly MirrorChange[]): Map<number, MirrorChange[]> {
+  const groups = new Map<number, MirrorChange[]>()
+  for (const change of changes) {
+    const row = (change.current ?? change.previous) as { organizationKey?: number } | undefined
+    const key = row?.organizationKey ?? OWN_ORGANIZATION
+    let group = groups.get(key)
+    if (group === undefined) groups.set(key, (group = []))
+    group.push(change)
+  }
+  return groups
 }
 
 function relatedDocuments(read: MirrorReads): RelatedDocuments {

@@ -47,3 +47,15 @@ export function count(stats: DetailedRefreshStats, kind: ResourceKind, outcome: 
   stats[outcome]++
   stats.byKind[kind][outcome]++
 }
+
+/** Adds `from`'s counts to `into`'s. */
+export function addStats(into: DetailedRefreshStats, from: DetailedRefreshStats): void {
+  into.rewritten += from.rewritten
+  into.unchanged += from.unchanged
+  into.removed += from.removed
+  for (const kind of resourceKinds) {
+    into.byKind[kind].rewritten += from.byKind[kind].rewritten
+    into.byKind[kind].unchanged += from.byKind[kind].unchanged
+    into.byKind[kind].removed += from.byKind[kind].removed
+  }
+}

@@ -17,14 +17,14 @@ export function setIndexesAside(db: SqliteDatabase, tables: readonly string[]): 
   const placeholders = tables.map(() => '?').join(', ')
   const indexes = db
     .prepare<string[], { name: string; sql: string }>(
-      `SELECT name, sql FROM sqlite_master
+      `SELECT name, sql FROM main.sqlite_master
         WHERE type = 'index' AND sql IS NOT NULL AND tbl_name IN (${placeholders})
         ORDER BY name`,
     )
     .all(...tables)
   if (indexes.length === 0) return
   db.transaction(() => {
-    for (const index of indexes) db.exec(`DROP INDEX "${index.name}"`)
+    for (const index of indexes) db.exec(`DROP INDEX main."${index.name}"`)
     db.prepare('INSERT INTO replica_meta (key, value) VALUES (?, ?)').run(
       META_KEY,
       JSON.stringify(indexes.map((i) => i.sql)),
@@ -40,7 +40,8 @@ export function restoreIndexes(db: SqliteDatabase): void {
   const statements = recorded(db)
   if (statements === undefined) return
   db.transaction(() => {
-    for (const sql of statements) db.exec(sql)
+    // The index is the file's (`main.`): a shared file's connection has views named as the tables.
+    for (const sql of statements) db.exec(sql.replace(/^CREATE INDEX /, 'CREATE INDEX main.'))
     db.prepare('DELETE FROM replica_meta WHERE key = ?').run(META_KEY)
   })()
 }

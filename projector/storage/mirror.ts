@@ -5,6 +5,7 @@
 import { getTableColumns } from 'drizzle-orm'
 import { getTableConfig, type SQLiteTable } from 'drizzle-orm/sqlite-core'
 import { unavailable, type SourceTable } from '../../schema/events.ts'
+import { OWN_ORGANIZATION } from '../../src/organization-scope.ts'
 import { preparedOnUse, type SqliteDatabase } from '../../src/sqlite.ts'
 import type { Position, RowChange } from '../decode/decode.ts'
 
@@ -62,9 +63,14 @@ export interface Mirror {
   /**
    * Applies one change; pushes the resulting row changes to `changes`, unless it is undefined:
    * nobody reads them (an initial load's files build their documents once, at the end), and the
-   * row objects they hold were most of what a load allocated per event.
+   * row objects they hold were most of what a load allocated per event. An upsert's row is stored
+   * with `organizationKey` (src/organization-scope.ts), in tables that carry one.
    */
-  apply(change: RowChange, changes: MirrorChange[] | undefined): ApplyOutcome
+  apply(
+    change: RowChange,
+    changes: MirrorChange[] | undefined,
+    organizationKey?: number,
+  ): ApplyOutcome
   /** The stored row, in the mirror's (camelCase) shape. */
   get(table: SourceTable, id: string): MirrorRow | undefined
 }
@@ -139,17 +145,31 @@ export function createMirror(
 
   return {
     get: (name, id) => table(name).select(id),
-    apply(change, changes) {
+    apply(change, changes, organizationKey = OWN_ORGANIZATION) {
       const t = table(change.table)
       if (change.kind === 'truncate') return applyTruncate(t, change.table, changes)
-      if (change.kind === 'upsert' && !deleted.mayHaveAny && insertNew(t, change, changes)) {
+      const upsert = change.kind === 'upsert' ? { change, organizationKey } : undefined
+      if (upsert !== undefined && !deleted.mayHaveAny && insertNew(t, upsert, changes)) {
         return 'applied'
       }
       const previous = t.select(change.id)
       if (change.kind === 'delete') return applyDelete(t, deleted, change, previous, changes)
-      return applyUpsert(t, deleted, change, previous, changes)
+      return applyUpsert(t, deleted, upsert!, previous, changes)
     },
   }
+}
+
+/** An upsert, and the key of the organization whose row it stores. */
+interface Upsert {
+  change: Extract<RowChange, { kind: 'upsert' }>
+  organizationKey: number
+}
+
+/** What a stored row is made of: the decoded row, its source position, its organization. */
+interface UpsertSource {
+  row: Record<string, unknown>
+  position: Position
+  organizationKey: number
 }
 
 function storedPosition(row: MirrorRow): StoredPosition {
@@ -176,12 +196,13 @@ function applyTruncate(
  */
 function insertNew(
   t: TableStatements,
-  change: Extract<RowChange, { kind: 'upsert' }>,
+  { change, organizationKey }: Upsert,
   changes: MirrorChange[] | undefined,
 ): boolean {
   const values: unknown[] = []
   const wanted = changes !== undefined
-  const current = mirrorRow(t.columns, change.row, undefined, change.position, values, wanted)
+  const source = { row: change.row, position: change.position, organizationKey }
+  const current = mirrorRow(t.columns, source, undefined, values, wanted)
   if (!t.insertNew(values)) return false
   changes?.push({ table: change.table, id: change.id, previous: undefined, current })
   return true
@@ -215,7 +236,7 @@ function applyDelete(
 function applyUpsert(
   t: TableStatements,
   deleted: DeleteLedger,
-  change: Extract<RowChange, { kind: 'upsert' }>,
+  { change, organizationKey }: Upsert,
   previous: MirrorRow | undefined,
   changes: MirrorChange[] | undefined,
 ): ApplyOutcome {
@@ -226,7 +247,8 @@ function applyUpsert(
   }
   const values: unknown[] = []
   const wanted = changes !== undefined
-  const current = mirrorRow(t.columns, change.row, previous, change.position, values, wanted)
+  const source = { row: change.row, position: change.position, organizationKey }
+  const current = mirrorRow(t.columns, source, previous, values, wanted)
   t.upsert(values)
   changes?.push({ table: change.table, id: change.id, previous, current })
   return 'applied'
@@ -238,9 +260,8 @@ function applyUpsert(
  */
 function mirrorRow(
   columns: Column[],
-  row: Record<string, unknown>,
+  { row, position, organizationKey }: UpsertSource,
   previous: MirrorRow | undefined,
-  position: Position,
   values: unknown[],
   wanted: boolean,
 ): MirrorRow | undefined {
@@ -249,6 +270,7 @@ function mirrorRow(
     let value: unknown
     if (c.key === 'sourceLsn') value = position.lsn
     else if (c.key === 'fromSnapshot') value = position.snapshot
+    else if (c.key === 'organizationKey') value = organizationKey
     else {
       value = row[c.name]
       if (value === unavailable) value = previous?.[c.key] ?? emptyValue(c)
@@ -306,8 +328,11 @@ function shapeOf(table: SQLiteTable): TableShape {
     notNull: col.notNull,
   }))
   const names = columns.map((c) => c.name)
-  const selectSql = `SELECT ${names.join(', ')} FROM ${config.name}`
-  const insert = `INSERT INTO ${config.name} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})`
+  // The tables themselves (`main.`), not the views a shared file's connection reads through
+  // (src/organization-scope.ts): the mirror applies every organization's rows of its file.
+  const qualified = `main.${config.name}`
+  const selectSql = `SELECT ${names.join(', ')} FROM ${qualified}`
+  const insert = `INSERT INTO ${qualified} (${names.join(', ')}) VALUES (${names.map(() => '?').join(', ')})`
   shape = {
     columns,
     select: `${selectSql} WHERE id = ?`,
@@ -319,8 +344,8 @@ function shapeOf(table: SQLiteTable): TableShape {
        .join(', ')}`,
     insertNew: `${insert}
      ON CONFLICT (id) DO NOTHING`,
-    delete: `DELETE FROM ${config.name} WHERE id = ?`,
-    deleteAll: `DELETE FROM ${config.name}`,
+    delete: `DELETE FROM ${qualified} WHERE id = ?`,
+    deleteAll: `DELETE FROM ${qualified}`,
   }
   shapes.set(table, shape)
   return shape

@@ -10,6 +10,13 @@ import {
   useJournal,
   type SqliteDatabase,
 } from '../../src/sqlite.ts'
+import {
+  fileLayout,
+  NO_ORGANIZATION,
+  OWN_ORGANIZATION,
+  scopeConnection,
+  type FileLayout,
+} from '../../src/organization-scope.ts'
 import type { RowChange } from '../decode/decode.ts'
 import {
   createDocumentRefresher,
@@ -24,6 +31,8 @@ import { coalesce } from './coalesce.ts'
 import { nextStamp } from './stamp.ts'
 import { boundWal, unsyncedLog } from './wal.ts'
 import { restoreIndexes, setIndexesAside } from './deferred-indexes.ts'
+import { fileOrganizations } from './file-organizations.ts'
+import { useSharedLayout } from './shared-layout.ts'
 
 export type { Origin } from './applied-offsets.ts'
 
@@ -147,8 +156,8 @@ export function useOrganizationFile(
   return file
 }
 
-/** New files' images, made once per process: with indexes set aside (true) or in place. */
-const newFileImages = new Map<boolean, Buffer>()
+/** New files' images, made once per process: by layout, with indexes set aside or in place. */
+const newFileImages = new Map<string, Buffer>()
 
 /**
  * A new organization file starts as a copy of an image made once per process: an in-memory
@@ -156,19 +165,19 @@ const newFileImages = new Map<boolean, Buffer>()
  * file by file, each new file cost about 35 ms of synced DDL transactions, and an initial load of
  * thousands of organizations creates thousands of files. Nothing if the file exists.
  */
-export function createFromImage(path: string, deferred: boolean): void {
+export function createFromImage(path: string, deferred: boolean, layout: FileLayout = 'own'): void {
   if (existsSync(path)) return
-  let image = newFileImages.get(deferred)
+  const imageKey = `${layout}:${deferred}`
+  let image = newFileImages.get(imageKey)
   if (image === undefined) {
     const db = openForWriting(':memory:', 'organization')
-    if (deferred) {
-      setIndexesAside(db, mirroredTableNames)
-      // The dropped indexes' pages are free: without them a new file is 200 KB, not 336 KB.
-      db.exec('VACUUM')
-    }
+    if (layout === 'shared') useSharedLayout(db)
+    if (deferred) setIndexesAside(db, mirroredTableNames)
+    // Dropped indexes leave free pages: without the deferred ones a new file is 200 KB, not 336.
+    if (deferred || layout === 'shared') db.exec('VACUUM')
     image = db.serialize()
     db.close()
-    newFileImages.set(deferred, image)
+    newFileImages.set(imageKey, image)
   }
   // Under another name first: a crash mid-copy must not leave a torn file under the real one.
   const partial = `${path}.new`
@@ -180,23 +189,22 @@ export function createFromImage(path: string, deferred: boolean): void {
  * What a file records about itself in its own transactions (`replica_meta`, `applied_offsets`),
  * remembered by its handle and read back after a rollback.
  */
-function fileRecords(db: SqliteDatabase, organizationId: string) {
+function fileRecords(db: SqliteDatabase, organizationId: string, layout: FileLayout) {
   const readMeta = db.prepare<[string], { value: string }>(
     'SELECT value FROM replica_meta WHERE key = ?',
   )
   const writeMeta = db.prepare<[string, string]>(
     'INSERT INTO replica_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
   )
-  /** Whose file this is, recorded in its first write transaction: on its own it cost a synced commit. */
-  let organizationRecorded = false
   const offsets = appliedOffsets(db)
+  const organizations = fileOrganizations(db, layout)
   let lastStamp: string | undefined
   let documentsBuilt = false
 
   function readBack(): void {
     offsets.readBack()
+    organizations.readBack()
     lastStamp = readMeta.get('last_stamp')?.value
-    organizationRecorded = readMeta.get('organization_id') !== undefined
     documentsBuilt = readMeta.get('documents_built') !== undefined
   }
   readBack()
@@ -210,10 +218,22 @@ function fileRecords(db: SqliteDatabase, organizationId: string) {
       return documentsBuilt
     },
     offsets,
+    organizations,
+    /**
+     * Whose file this is, if it is a file of its own: numbered in its first write transaction
+     * (on its own it cost a synced commit). A shared file numbers organizations as rows arrive.
+     */
     recordOrganization(): void {
-      if (organizationRecorded) return
-      writeMeta.run('organization_id', organizationId)
-      organizationRecorded = true
+      if (layout === 'own') organizations.keyOf(organizationId)
+    },
+    /** The keys of the organizations whose documents a whole build makes. */
+    organizationKeys(): Iterable<number> {
+      return layout === 'own' ? [OWN_ORGANIZATION] : organizations.keys.keys()
+    },
+    /** The key an event's row is stored with: its organization's (an upsert's row names it). */
+    organizationKeyOf(change: OrganizationEvent['change']): number {
+      if (change.kind !== 'upsert') return NO_ORGANIZATION
+      return organizations.keyOf((change.row as { organization_id: string }).organization_id)
     },
     /**
      * Only a stamp some document now carries becomes the last one: writing that rewrote nothing
@@ -293,6 +313,9 @@ export function openOrganizationFile(
     deferred ? 'rollback' : 'wal',
     options.unpublished === true ? 'atPublish' : 'byWriter',
   )
+  // Before anything prepares a read: a shared file's reads go through one organization's views.
+  const layout = fileLayout(db)
+  const scope = scopeConnection(db, layout)
   const mirror = createMirror(db, mirroredTables)
   // Made on the first refresh or build, not at open: an initial load's files take mirror rows
   // only until their build (mostly on another connection), and the refresher's readers and
@@ -300,11 +323,11 @@ export function openOrganizationFile(
   // lanes through the whole load (more for the collector to mark, nothing it could free).
   let documentRefresher: DocumentRefresher | undefined
   const refresher = (): DocumentRefresher =>
-    (documentRefresher ??= createDocumentRefresher(
-      db,
-      options.priorStamp === undefined ? {} : { priorStamp: options.priorStamp },
-    ))
-  const records = fileRecords(db, organizationId)
+    (documentRefresher ??= createDocumentRefresher(db, {
+      ...(options.priorStamp === undefined ? {} : { priorStamp: options.priorStamp }),
+      organizations: { scope, keys: () => records.organizationKeys() },
+    }))
+  const records = fileRecords(db, organizationId, layout)
   const documents = documentsMode(db, deferred, records.documentsBuilt)
 
   /** What this handle remembers of the file, read back after a rollback. */
@@ -424,7 +447,7 @@ function applyBatch(
   const changes: MirrorChange[] = []
   const wanted = documents.live ? changes : undefined
   applyOnce(events, records.offsets, options.offsetGuard, tally, (event) =>
-    mirror.apply(event.change, wanted),
+    mirror.apply(event.change, wanted, records.organizationKeyOf(event.change)),
   )
   if (changes.length === 0 || !documents.live) return { documents: noDocuments() }
   const stamp = nextStamp(now, records.lastStamp)

@@ -119,7 +119,7 @@ export function openTestFile(
 // ---- Mirror rows with defaults -------------------------------------------------------------------
 
 const created = { createdAt: '2024-01-02T03:04:05.678Z', updatedAt: '2024-01-02T03:04:05.678Z' }
-const position = { sourceLsn: 1, fromSnapshot: false }
+const position = { sourceLsn: 1, fromSnapshot: false, organizationKey: 1 }
 
 type Row<T extends MirrorTable> = MirrorRows[T]
 type Overrides<T extends MirrorTable> = Partial<Row<T>> & { id: string }
