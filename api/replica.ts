@@ -54,6 +54,7 @@ export class ServedGeneration {
   #retired = false
   #closed = false
   readonly #dir: string
+  #sharedFilesRecorded: number | undefined
   #freshness: FreshnessRecord | undefined
   #freshnessReads = 0
   #freshnessReadAt = -Infinity
@@ -83,7 +84,27 @@ export class ServedGeneration {
               LEFT JOIN organization_files f ON f.organization_id = k.organization_id`,
     )
     this.#dataVersion = control.prepare<[], number>('PRAGMA data_version').pluck(true)
-    this.organizations = new OrganizationFiles(gen, openFilesMax, log, pages)
+    this.organizations = new OrganizationFiles(gen, openFilesMax, log, pages, () =>
+      this.#sharedFiles(),
+    )
+  }
+
+  /**
+   * The files the generation's organizations share (src/organization-files.ts), as its control.db
+   * records them; read until recorded (the projector records it as it first opens a new
+   * generation, before anything is served from it), then kept: it never changes.
+   */
+  #sharedFiles(): number {
+    if (this.#sharedFilesRecorded !== undefined) return this.#sharedFilesRecorded
+    const value = this.#controlRead(() =>
+      this.#control
+        .prepare<[], string>(`SELECT value FROM replica_state WHERE key = 'organization_files'`)
+        .pluck()
+        .get(),
+    )
+    if (value === undefined) return 0
+    this.#sharedFilesRecorded = Number(value)
+    return this.#sharedFilesRecorded
   }
 
   /**

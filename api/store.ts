@@ -1,6 +1,9 @@
 // The organization files of one generation, opened read-only on first use and kept in a bounded
-// least-recently-used cache of handles. A request only ever asks for its key's organization, so
-// the only file it can read is that organization's.
+// least-recently-used cache of handles, one per organization. A request only ever asks for its
+// key's organization, so the only file it can read is that organization's; in a generation of
+// files shared by organizations (src/organization-files.ts), its handle on the shared file is
+// scoped to that organization when it opens (src/organization-scope.ts), before any statement is
+// prepared, and sees no other organization's rows.
 //
 // A missing or unreadable file is the replica's fault, not the caller's: 503 api_unavailable.
 //
@@ -9,6 +12,8 @@
 import Database, { type Statement } from 'better-sqlite3'
 import type { Logger } from '../src/log.ts'
 import { type Generation, isOrganizationId } from '../src/layout.ts'
+import { sharedFileOf } from '../src/organization-files.ts'
+import { NO_ORGANIZATION, organizationKeyIn, scopeConnection } from '../src/organization-scope.ts'
 import { openForReading, type SqliteDatabase } from '../src/sqlite.ts'
 import { unavailable } from './errors.ts'
 import type { Sql } from './collections.ts'
@@ -127,14 +132,23 @@ export class OrganizationFiles {
   readonly #max: number
   readonly #log: Logger
   readonly #pages: PageCache
+  readonly #sharedFiles: () => number
   /** Insertion order is recency order: a hit is moved to the end, the first entry is evicted. */
   readonly #open = new Map<string, OrganizationFile>()
 
-  constructor(generation: Generation, max: number, log: Logger, pages: PageCache) {
+  /** `sharedFiles`: the files the generation's organizations share (0: each has its own). */
+  constructor(
+    generation: Generation,
+    max: number,
+    log: Logger,
+    pages: PageCache,
+    sharedFiles: () => number = () => 0,
+  ) {
     this.#generation = generation
     this.#max = max
     this.#log = log
     this.#pages = pages
+    this.#sharedFiles = sharedFiles
   }
 
   get size(): number {
@@ -150,15 +164,18 @@ export class OrganizationFiles {
    * Reads are synchronous, so no request is still reading the old handle.
    */
   read<T>(organization: OrganizationRef, read: (file: OrganizationFile) => T): T {
-    const { organizationId, organizationFile } = organization
+    const { organizationId } = organization
+    const organizationFile = this.#fileOf(organization)
     let file = this.#open.get(organizationId)
     if (file !== undefined && file.name !== organizationFile) {
       this.#forget(organizationId)
       file = undefined
     }
+    let passing: OrganizationFile | undefined
     try {
       if (file === undefined) {
         file = this.#openFile(organizationId, organizationFile)
+        if (this.#open.get(organizationId) !== file) passing = file
       } else {
         this.#open.delete(organizationId)
         this.#open.set(organizationId, file)
@@ -172,18 +189,32 @@ export class OrganizationFiles {
       )
       this.#forget(organizationId)
       throw unavailable('the data of this organization is unavailable; try again later')
+    } finally {
+      passing?.close()
     }
+  }
+
+  /** The organization's file: its own as control.db names it, or the one it shares. */
+  #fileOf({ organizationId, organizationFile }: OrganizationRef): string | null {
+    if (organizationFile !== null) return organizationFile
+    const sharedFiles = this.#sharedFiles()
+    return sharedFiles > 0 ? sharedFileOf(organizationId, sharedFiles) : null
   }
 
   #openFile(organizationId: string, name: string | null): OrganizationFile {
     if (!isOrganizationId(organizationId)) throw new UnusableFile('not an organization id')
     let db: SqliteDatabase
+    let scoped: boolean
     try {
       db = openForReading(this.#generation.organizationPath(organizationId, name))
+      scoped = this.#scope(db, organizationId)
     } catch (error) {
       throw new UnusableFile('cannot open the organization file', { cause: error })
     }
     const file = new OrganizationFile(db, this.#pages.forFile(), name)
+    // An organization with no rows in its shared file yet sees none: its handle is not kept, so
+    // that the next request, after its first rows, is scoped to them.
+    if (!scoped) return file
     this.#open.set(organizationId, file)
     while (this.#open.size > this.#max) {
       const [oldest] = this.#open.keys()
@@ -191,6 +222,18 @@ export class OrganizationFiles {
       this.#forget(oldest)
     }
     return file
+  }
+
+  /**
+   * Scopes a handle on a shared file to the organization (a file of its own is its scope). False
+   * when the file has no rows of it yet: the handle then sees nothing.
+   */
+  #scope(db: SqliteDatabase, organizationId: string): boolean {
+    const scope = scopeConnection(db)
+    if (scope.layout === 'own') return true
+    const key = organizationKeyIn(db, organizationId)
+    scope.enter(key ?? NO_ORGANIZATION)
+    return key !== undefined
   }
 
   #forget(organizationId: string): void {

@@ -195,6 +195,7 @@ class ProjectorProcess implements Projector {
       maxOpenFiles: config.openFilesMax,
       cacheBudgetBytes: config.sqliteCacheBytes,
       documentBuildWorkers: config.documentBuildWorkers,
+      organizationFiles: config.organizationFiles,
       clock: this.#clock,
       ...(priorStamp === undefined ? {} : { priorStamp, previousGeneration: previous }),
       unpublishedGeneration: this.#rebuilding,

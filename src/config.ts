@@ -4,6 +4,7 @@ import { statSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { resolve } from 'node:path'
 import { z } from 'zod'
+import { MAX_SHARED_FILES } from './organization-files.ts'
 import {
   defaultOpenFilesMax,
   defaultPageCacheBytes,
@@ -78,6 +79,16 @@ const projectorEnv = z.object({
    * a cost within the runs' noise.
    */
   SQLITE_CACHE_MB: positiveInt.max(65_536, 'must be at most 65536 (64 GB)').default(32),
+  /**
+   * Files a new generation's organizations share (src/organization-files.ts); 0: a file of its own
+   * for each, as before. Recorded with the generation: changing it takes a `--rebuild`.
+   */
+  ORGANIZATION_FILES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(MAX_SHARED_FILES, `must be at most ${MAX_SHARED_FILES}`)
+    .default(0),
   // Worker threads that build an initial load's documents beside the projector's own thread, one
   // organization each; 0: none. Each costs about 55 MB (its own V8 heap and modules).
   DOCUMENT_BUILD_WORKERS: z.coerce.number().int().min(0).max(64).default(1),
@@ -112,6 +123,7 @@ export type ProjectorConfig = {
   walCheckpointBytes: number
   openFilesMax: number
   sqliteCacheBytes: number
+  organizationFiles: number
   documentBuildWorkers: number
   lanes: number
   progressIntervalMs: number
@@ -302,6 +314,7 @@ export function loadProjectorConfig(env: Env): ProjectorConfig {
     walCheckpointBytes: e.WAL_CHECKPOINT_BYTES,
     openFilesMax: e.OPEN_FILES_MAX ?? defaultOpenFilesMax(openFileLimit(), memoryLimit()),
     sqliteCacheBytes: e.SQLITE_CACHE_MB * 1024 * 1024,
+    organizationFiles: e.ORGANIZATION_FILES,
     documentBuildWorkers: e.DOCUMENT_BUILD_WORKERS,
     lanes: e.LANES,
     progressIntervalMs: e.PROGRESS_INTERVAL_MS,

@@ -5,6 +5,8 @@
 //   <DATA_DIR>/generations/<name>/orgs/<organizationId>.db
 //   <DATA_DIR>/generations/<name>/orgs/<organizationId>.<version>.db  after a per-organization
 //                                              rebuild (control.db's organization_files names it)
+//   <DATA_DIR>/generations/<name>/orgs/shared-<k>.db  a file organizations share, in a generation
+//                                              made with ORGANIZATION_FILES (organization-files.ts)
 //   <DATA_DIR>/generations/<name>/handovers/<organizationId>.json  a rebuilt file waiting for
 //                                              the live projector to take it
 //                                              (projector/storage/handover.ts)
@@ -26,6 +28,7 @@ import {
   writeFileSync,
 } from 'node:fs'
 import { join } from 'node:path'
+import { isSharedFileName } from './organization-files.ts'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const GENERATION_NAME = /^[A-Za-z0-9_-]{1,64}$/
@@ -41,10 +44,12 @@ export interface Generation {
   /** Where rebuilt files wait for the live projector (projector/storage/handover.ts). */
   readonly handoversDir: string
   /**
-   * The path of an organization's file: `file` as control.db's organization_files names it, or
-   * the default `<organizationId>.db` when it names none.
+   * The path of an organization's file: `file` as control.db's organization_files names it (or
+   * the shared file that holds it), or the default `<organizationId>.db` when it names none.
    */
   organizationPath(organizationId: string, file?: string | null): string
+  /** The path of a file organizations share (`shared-<k>.db`). */
+  sharedPath(name: string): string
 }
 
 export function isOrganizationId(value: string): boolean {
@@ -86,10 +91,15 @@ export function generation(dataDir: string, name: string): Generation {
         throw new Error(`not an organization id: ${JSON.stringify(organizationId)}`)
       }
       if (file === undefined || file === null) return join(organizationsDir, `${organizationId}.db`)
+      if (isSharedFileName(file)) return join(organizationsDir, file)
       if (parseOrganizationFileName(file)?.organizationId !== organizationId) {
         throw new Error(`not a file of organization ${organizationId}: ${JSON.stringify(file)}`)
       }
       return join(organizationsDir, file)
+    },
+    sharedPath(name) {
+      if (!isSharedFileName(name)) throw new Error(`not a shared file: ${JSON.stringify(name)}`)
+      return join(organizationsDir, name)
     },
   }
 }
@@ -118,6 +128,11 @@ export function parseOrganizationFileName(
 ): { organizationId: string; version: string | undefined } | undefined {
   const match = ORGANIZATION_FILE.exec(name)
   return match === null ? undefined : { organizationId: match[1]!, version: match[2] }
+}
+
+/** The files organizations share in the generation's directory, by name. */
+export function sharedFilesIn(generation: Generation): string[] {
+  return readdirSync(generation.organizationsDir).filter(isSharedFileName).sort()
 }
 
 /** The organizations that have a file (any version) in the generation's directory. */

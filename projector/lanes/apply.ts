@@ -8,14 +8,15 @@
 // returns, so every effect is in a committed file before its offset is.
 import { readdirSync } from 'node:fs'
 import type { Logger } from 'pino'
-import { parseOrganizationFileName, type Generation } from '../../src/layout.ts'
+import { parseOrganizationFileName, sharedFilesIn, type Generation } from '../../src/layout.ts'
 import { openForWriting } from '../../src/sqlite.ts'
 import { cacheShares, MIN_CACHE_KIB } from '../storage/cache-budget.ts'
 import { collectGarbage } from './collect-garbage.ts'
 import { openControlFile, type ControlFile } from '../storage/control-file.ts'
 import { syncWal } from '../storage/wal.ts'
 import type { SourceRecord } from '../decode/decode.ts'
-import type { DocumentKind, RefreshStats } from '../documents/index.ts'
+import type { RefreshStats } from '../documents/index.ts'
+import type { PriorOrganizationStamp } from '../storage/organization-file.ts'
 import { restampAgainstLive } from '../documents/restamp.ts'
 import { nextStamp } from '../storage/stamp.ts'
 import { DocumentBuild } from './catch-up.ts'
@@ -89,12 +90,13 @@ export interface ApplierOptions {
    */
   announceCaughtUp?: boolean
   clock?: () => Date
-  priorStamp?: (
-    organizationId: string,
-    kind: DocumentKind,
-    id: string,
-    hash: string,
-  ) => string | undefined
+  priorStamp?: PriorOrganizationStamp
+  /**
+   * Files the organizations of a new generation share (src/organization-files.ts); 0 or absent:
+   * a file each. Recorded in the generation's control.db when it is made; a generation keeps the
+   * number it was made with.
+   */
+  organizationFiles?: number
 }
 
 /** What the lanes built as they committed an initial load's last round (lane-core.ts). */
@@ -135,6 +137,8 @@ export interface Applier {
   replaceOrganizationFile(organizationId: string, file: string): number
   /** The organizations that have a file in this generation. */
   knownOrganizations(): string[]
+  /** The files this generation's organizations share; 0: each has its own. */
+  readonly sharedFiles: number
   /**
    * Commits what is held and closes every organization file this applier has open: another
    * writer (a lane: lanes.ts) may take them from here.
@@ -148,6 +152,27 @@ export interface Applier {
 
 export function createApplier(options: ApplierOptions): Applier {
   return new InlineApplier(options)
+}
+
+/**
+ * The files a generation's organizations share, as its control.db records them; recorded now for a
+ * generation made by this process (one that has files of its own already keeps them).
+ */
+function sharedFilesOf(control: ControlFile, options: ApplierOptions): number {
+  const configured = options.organizationFiles ?? 0
+  const recorded = control.sharedFiles()
+  if (recorded === undefined) {
+    const files = organizationsIn(options.generation).length > 0 ? 0 : configured
+    control.transaction(() => control.recordSharedFiles(files))
+    return files
+  }
+  if (recorded !== configured && options.onlyOrganizations === undefined) {
+    options.logger.warn(
+      { generationFiles: recorded, configured },
+      'ORGANIZATION_FILES differs from the number this generation was made with: it keeps its own until a --rebuild makes a new one',
+    )
+  }
+  return recorded
 }
 
 /** The organizations that have a file in this generation. */
@@ -164,6 +189,7 @@ export function organizationsIn(generation: Generation): string[] {
 /** The single-threaded applier: control.db, and one lane run inline. */
 class InlineApplier implements Applier {
   readonly control: ControlFile
+  readonly sharedFiles: number
   readonly #options: ApplierOptions
   readonly #clock: () => Date
   /** The inline lane: this thread owns every organization file. */
@@ -184,6 +210,7 @@ class InlineApplier implements Applier {
     this.#clock = options.clock ?? (() => new Date())
     const control = openControlFile(options.generation.controlPath)
     this.control = control
+    this.sharedFiles = sharedFilesOf(control, options)
     this.#caughtUp = control.caughtUpAt() !== undefined
     this.#lane = new LaneCore({
       lane: 0,
@@ -197,6 +224,7 @@ class InlineApplier implements Applier {
       maxOpenFiles: options.maxOpenFiles ?? 64,
       cacheBudgetBytes: options.cacheBudgetBytes,
       fileOf: (organizationId) => control.organizationFile(organizationId),
+      sharedFiles: this.sharedFiles,
       priorStamp: options.priorStamp,
     })
     this.#pack = {
@@ -235,6 +263,14 @@ class InlineApplier implements Applier {
   }
 
   knownOrganizations(): string[] {
+    // A shared file's organizations are in it, not in its name: every routed one has rows there.
+    if (this.sharedFiles > 0) return this.control.routedOrganizations()
+    return organizationsIn(this.#options.generation)
+  }
+
+  /** The generation's files, by key (lane-core.ts). */
+  #knownFiles(): string[] {
+    if (this.sharedFiles > 0) return sharedFilesIn(this.#options.generation)
     return organizationsIn(this.#options.generation)
   }
 
@@ -316,6 +352,9 @@ class InlineApplier implements Applier {
   }
 
   replaceOrganizationFile(organizationId: string, replacement: string): number {
+    if (this.sharedFiles > 0) {
+      throw new Error('a generation of shared files takes no file of one organization')
+    }
     this.#commitHeld()
     const current = this.#lane.organizationFile(organizationId)
     const { path: currentPath, lastStamp: currentLastStamp } = current
@@ -373,7 +412,7 @@ class InlineApplier implements Applier {
       walCheckpointBytes: o.walCheckpointBytes,
       cacheBudgetBytes: o.cacheBudgetBytes,
       previousGeneration: o.previousGeneration,
-      knownOrganizations: () => this.knownOrganizations(),
+      knownFiles: () => this.#knownFiles(),
       stopping: () => this.#stopping(),
       signal: this.#stopBuilds.signal,
     })

@@ -29,10 +29,11 @@ export function typescriptWorkerSource(moduleUrl: URL): string {
 const workerSource = typescriptWorkerSource(new URL('./build-worker.ts', import.meta.url))
 
 export interface BuildJob {
-  organizationId: string
+  /** The file's key (lane-core.ts): an organization's id, or a shared file's name. */
+  fileKey: string
   path: string
-  /** The previous generation's file of the organization (rebuilds keep unchanged stamps). */
-  previousPath?: string
+  /** The generation a rebuild replaces: unchanged documents keep its stamps. */
+  previousGeneration?: { dataDir: string; name: string }
   /** ISO time of the build: every document written is stamped from it. */
   now: string
   cacheKiB: number
@@ -41,15 +42,15 @@ export interface BuildJob {
   unpublished: boolean
 }
 
-/** An organization whose documents were built. */
-export interface BuiltOrganization {
-  organizationId: string
+/** A file whose documents were built. */
+export interface BuiltFile {
+  fileKey: string
   stats: RefreshStats
   seconds: number
   error?: undefined
 }
 
-export type BuildResult = BuiltOrganization | { organizationId: string; error: string }
+export type BuildResult = BuiltFile | { fileKey: string; error: string }
 
 /**
  * Splits jobs into `lanes` lists of about equal work (largest file first, each to the lightest
@@ -85,14 +86,14 @@ export async function buildInParallel(
       for (const job of onThisThread) {
         await new Promise((resolve) => setImmediate(resolve))
         if (signal?.aborted === true) {
-          done({ organizationId: job.organizationId, error: 'stopped' })
+          done({ fileKey: job.fileKey, error: 'stopped' })
           continue
         }
         let result: BuildResult
         try {
           result = here!(job)
         } catch (error) {
-          result = { organizationId: job.organizationId, error: messageOf(error) }
+          result = { fileKey: job.fileKey, error: messageOf(error) }
         }
         done(result)
       }
@@ -110,7 +111,7 @@ function onWorker(
   signal: AbortSignal | undefined,
 ): Promise<void> {
   return new Promise((resolve) => {
-    const pending = new Map(jobs.map((job) => [job.organizationId, job]))
+    const pending = new Map(jobs.map((job) => [job.fileKey, job]))
     // A small young generation: V8 sizes it for throughput by default, and here (where the
     // load's memory peaks) the default cost 50 MB of resident memory for no measurable speed.
     const worker = new Worker(workerSource, {
@@ -119,8 +120,7 @@ function onWorker(
     })
     const finish = (reason?: string) => {
       if (reason !== undefined) {
-        for (const job of pending.values())
-          done({ organizationId: job.organizationId, error: reason })
+        for (const job of pending.values()) done({ fileKey: job.fileKey, error: reason })
       }
       pending.clear()
       signal?.removeEventListener('abort', stop)
@@ -131,7 +131,7 @@ function onWorker(
     if (signal?.aborted === true) return stop()
     signal?.addEventListener('abort', stop, { once: true })
     worker.on('message', (result: BuildResult) => {
-      pending.delete(result.organizationId)
+      pending.delete(result.fileKey)
       done(result)
       if (pending.size === 0) finish()
     })

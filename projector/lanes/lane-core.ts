@@ -10,7 +10,9 @@ import type { Generation } from '../../src/layout.ts'
 import type { OrganizationTable } from '../../schema/events.ts'
 import { cacheShares } from '../storage/cache-budget.ts'
 import { decodeRecord, laterCommit, type RowChange, type SourceRecord } from '../decode/decode.ts'
-import type { DocumentKind, RefreshStats } from '../documents/index.ts'
+import type { RefreshStats } from '../documents/index.ts'
+import { fileKeyOf, isSharedFileName } from '../../src/organization-files.ts'
+import type { FileLayout } from '../../src/organization-scope.ts'
 import {
   ITEM_FIELDS,
   ItemKind,
@@ -27,6 +29,7 @@ import {
   useOrganizationFile,
   type OrganizationEvent,
   type OrganizationFile,
+  type PriorOrganizationStamp,
 } from '../storage/organization-file.ts'
 import { FileSourceError, LineReader } from '../decode/file-line.ts'
 import { LoadSpool } from './load-spool.ts'
@@ -35,7 +38,7 @@ import { LoadSpool } from './load-spool.ts'
 const LOAD_APPLY_EVENTS = 500
 
 /**
- * Files a lane holds open in an initial load's round; the round's other organizations go through
+ * Files a lane holds open in an initial load's round; the round's other files go through
  * its spool (load-spool.ts). Seven organizations never reach it (nothing is spooled, as before);
  * 3,000 held open cost 1.5 GB. Sixteen a lane keep the organizations a bench's snapshot brings in
  * long runs (one organization after another) direct, at about 8 MB.
@@ -56,11 +59,11 @@ export interface LaneCoreOptions {
   unpublished: boolean
   maxOpenFiles: number
   cacheBudgetBytes: number | undefined
-  /** The organization's file in this generation, as control.db names it. */
+  /** The organization's own file in this generation, as control.db names it. */
   fileOf: (organizationId: string) => string | undefined
-  priorStamp?:
-    | ((organizationId: string, kind: DocumentKind, id: string, hash: string) => string | undefined)
-    | undefined
+  /** The files the generation's organizations share; 0: each has its own (control-file.ts). */
+  sharedFiles: number
+  priorStamp?: PriorOrganizationStamp | undefined
 }
 
 /** What a lane's commit did beside committing: its spool applied, and at catch-up its builds. */
@@ -69,7 +72,7 @@ export interface LaneCommit {
   events: EventTally
   /** Documents it wrote: built (`buildAt`), or refreshed in a file built before the round. */
   documents: RefreshStats
-  /** Organizations whose documents it built (`buildAt`): the catch-up build skips them. */
+  /** Files whose documents it built (`buildAt`), by key: the catch-up build skips them. */
   built: string[]
 }
 
@@ -77,7 +80,11 @@ export interface LaneCommit {
 function build(file: OrganizationFile, at: Date, done: LaneCommit): void {
   if (file.documentsLive) return
   addDocumentStats(done.documents, file.buildDocuments(at))
-  done.built.push(file.organizationId)
+  done.built.push(file.fileKey)
+}
+
+function layoutOf(fileKey: string): FileLayout {
+  return isSharedFileName(fileKey) ? 'shared' : 'own'
 }
 
 export function addDocumentStats(into: RefreshStats, stats: RefreshStats): void {
@@ -86,40 +93,52 @@ export function addDocumentStats(into: RefreshStats, stats: RefreshStats): void 
   into.removed += stats.removed
 }
 
-/** A lane's organization files (it is their only writer), and what it does with them. */
+/**
+ * A lane's organization files (it is their only writer), and what it does with them. Files are
+ * known by their key (src/organization-files.ts): an organization's id, or a shared file's name.
+ */
 export class LaneCore {
-  /** Open files, least recently used first (`useOrganizationFile`). */
+  /** Open files by key, least recently used first (`useOrganizationFile`). */
   readonly files = new Map<string, OrganizationFile>()
   readonly reader = new LineReader()
   #cacheKiB: number | undefined
-  /** An initial load's events for the organizations past `LOAD_DIRECT_FILES` (load-spool.ts). */
+  /** An initial load's events for the files past `LOAD_DIRECT_FILES` (load-spool.ts). */
   #spool: LoadSpool | undefined
 
   constructor(readonly options: LaneCoreOptions) {}
 
-  /** The organization's file in this lane's generation, open or not. */
-  organizationPath(organizationId: string): string {
-    const o = this.options
-    return o.generation.organizationPath(organizationId, o.fileOf(organizationId))
+  /** The key of the file that holds the organization's rows. */
+  fileKeyOf(organizationId: string): string {
+    return fileKeyOf(organizationId, this.options.sharedFiles)
   }
 
+  /** A file in this lane's generation, by key, open or not. */
+  pathOf(fileKey: string): string {
+    const o = this.options
+    if (isSharedFileName(fileKey)) return o.generation.sharedPath(fileKey)
+    return o.generation.organizationPath(fileKey, o.fileOf(fileKey))
+  }
+
+  /** The organization's file, opened if it is not. */
   organizationFile(organizationId: string): OrganizationFile {
+    return this.file(this.fileKeyOf(organizationId))
+  }
+
+  /** A file by key, opened if it is not. */
+  file(fileKey: string): OrganizationFile {
     const o = this.options
     return useOrganizationFile(
       this.files,
-      organizationId,
+      fileKey,
       o.maxOpenFiles,
-      () => {
-        const prior = o.priorStamp
-        return openOrganizationFile(organizationId, this.organizationPath(organizationId), {
+      () =>
+        openOrganizationFile(fileKey, this.pathOf(fileKey), {
           offsetGuard: o.offsetGuard,
           deferDocuments: o.deferDocuments(),
           unpublished: o.unpublished,
-          ...(prior === undefined
-            ? {}
-            : { priorStamp: (k, id, h) => prior(organizationId, k, id, h) }),
-        })
-      },
+          layout: layoutOf(fileKey),
+          ...(o.priorStamp === undefined ? {} : { priorStamp: o.priorStamp }),
+        }),
       (file) => this.#shareCache(file),
     )
   }
@@ -150,34 +169,34 @@ export class LaneCore {
   }
 
   /**
-   * An initial load's file for this organization in the round's transaction, opened and begun if
-   * the lane holds fewer than `LOAD_DIRECT_FILES`; undefined when its events go to the spool this
-   * round. Once spooled, always (its events stay in their order).
+   * An initial load's file (by key) in the round's transaction, opened and begun if the lane
+   * holds fewer than `LOAD_DIRECT_FILES`; undefined when its events go to the spool this round.
+   * Once spooled, always (its events stay in their order).
    */
-  heldFile(organizationId: string): OrganizationFile | undefined {
-    if (this.#spool?.has(organizationId) === true) return undefined
-    const held = this.files.get(organizationId)?.inTransaction === true
+  heldFile(fileKey: string): OrganizationFile | undefined {
+    if (this.#spool?.has(fileKey) === true) return undefined
+    const held = this.files.get(fileKey)?.inTransaction === true
     const limit = Math.min(LOAD_DIRECT_FILES, this.options.maxOpenFiles)
     if (!held && this.#directFiles() >= limit) return undefined
-    const file = this.organizationFile(organizationId)
+    const file = this.file(fileKey)
     file.begin()
     return file
   }
 
   /**
-   * The lane's spool, for an organization `heldFile` turned away. Its file is made now, empty (a
-   * copy of the new file's image), as opening it would: a truncate reaches every organization
-   * with a file (pack.ts).
+   * The lane's spool, for a file `heldFile` turned away. The file is made now, empty (a copy of
+   * the new file's image), as opening it would: a truncate reaches every organization with a
+   * file (pack.ts).
    */
-  spoolFor(organizationId: string): LoadSpool {
+  spoolFor(fileKey: string): LoadSpool {
     const spool = (this.#spool ??= new LoadSpool(
       join(
         this.options.generation.dir,
         `.load-spool-${process.pid}-${threadId}-${this.options.lane}`,
       ),
     ))
-    if (!spool.has(organizationId) && !this.files.has(organizationId)) {
-      createFromImage(this.organizationPath(organizationId), this.options.deferDocuments())
+    if (!spool.has(fileKey) && !this.files.has(fileKey)) {
+      createFromImage(this.pathOf(fileKey), this.options.deferDocuments(), layoutOf(fileKey))
     }
     return spool
   }
@@ -213,11 +232,11 @@ export class LaneCore {
    */
   #drainSpool(done: LaneCommit, buildAt: Date | undefined): void {
     const spool = this.#spool
-    if (spool === undefined || spool.organizations === 0) return
+    if (spool === undefined || spool.files === 0) return
     const count = (table: string, what: string): void => countEvents(done.events, table, what)
     const now = buildAt ?? new Date()
-    spool.drain(LOAD_APPLY_EVENTS, (organizationId, parts) => {
-      const file = this.organizationFile(organizationId)
+    spool.drain(LOAD_APPLY_EVENTS, (fileKey, parts) => {
+      const file = this.file(fileKey)
       file.begin()
       for (const part of parts) {
         // Documents are live only in a file built before this round (rare): counted all the same.
@@ -225,7 +244,7 @@ export class LaneCore {
       }
       if (buildAt !== undefined) build(file, buildAt, done)
       file.commit()
-      this.closeFiles([organizationId])
+      this.closeFiles([fileKey])
     })
   }
 
@@ -235,17 +254,17 @@ export class LaneCore {
   }
 
   /**
-   * Closes these organizations' files (every file: none named); another writer may take them.
-   * Closing every file forgets what the spool holds: a stop, whose round is replayed.
+   * Closes these files, by key (every file: none named); another writer may take them. Closing
+   * every file forgets what the spool holds: a stop, whose round is replayed.
    */
-  closeFiles(organizations?: readonly string[]): void {
-    for (const organizationId of organizations ?? [...this.files.keys()]) {
-      const file = this.files.get(organizationId)
+  closeFiles(fileKeys?: readonly string[]): void {
+    for (const fileKey of fileKeys ?? [...this.files.keys()]) {
+      const file = this.files.get(fileKey)
       if (file === undefined) continue
-      this.files.delete(organizationId)
+      this.files.delete(fileKey)
       file.close()
     }
-    if (organizations === undefined) {
+    if (fileKeys === undefined) {
       this.#spool?.close()
       this.#spool = undefined
     }
@@ -253,7 +272,7 @@ export class LaneCore {
 
   /** Files in an initial load's held transaction, or in its spool (applied at its commit). */
   heldFiles(): number {
-    return this.#directFiles() + (this.#spool?.organizations ?? 0)
+    return this.#directFiles() + (this.#spool?.files ?? 0)
   }
 
   #directFiles(): number {
@@ -283,7 +302,7 @@ export class LaneCore {
           this.rollback()
           break
         case 'close-files':
-          this.closeFiles(request.organizations)
+          this.closeFiles(request.organizations?.map((id) => this.fileKeyOf(id)))
           break
         case 'retire-prior':
           hooks.retirePrior()
@@ -330,7 +349,10 @@ function originOf(record: SourceRecord) {
   return { topic: record.topic, partition: record.partition, offset: Number(record.offset) }
 }
 
-/** One packed batch as a lane applies it: its items decoded, grouped by organization, applied. */
+/**
+ * One packed batch as a lane applies it: its items decoded, grouped by file (one transaction for
+ * every organization of a shared file), applied.
+ */
 class LaneBatch {
   readonly outcome: LaneOutcome = {
     deadLetters: [],
@@ -343,8 +365,8 @@ class LaneBatch {
   }
   readonly #now: Date
   readonly #buf: Buffer
-  /** Events decoded and not applied yet, by organization, each organization's in their order. */
-  readonly #byOrganization = new Map<string, OrganizationEvent[]>()
+  /** Events decoded and not applied yet, by file key, each organization's in their order. */
+  readonly #byFile = new Map<string, OrganizationEvent[]>()
   /** Files this batch committed (not held): their logs are synced together at its end. */
   readonly #committed = new Set<OrganizationFile>()
   #held = 0
@@ -383,9 +405,10 @@ class LaneBatch {
     }
     const organizationId = strings[meta[i + 7]!]!
     if (kind === ItemKind.Ensure) {
-      if (!this.request.hold) this.lane.organizationFile(organizationId)
-      else if (this.lane.heldFile(organizationId) === undefined) {
-        this.lane.spoolFor(organizationId).touch(organizationId)
+      const fileKey = this.lane.fileKeyOf(organizationId)
+      if (!this.request.hold) this.lane.file(fileKey)
+      else if (this.lane.heldFile(fileKey) === undefined) {
+        this.lane.spoolFor(fileKey).touch(fileKey)
       }
       return
     }
@@ -464,8 +487,9 @@ class LaneBatch {
   }
 
   #toOrganization(organizationId: string, event: OrganizationEvent): void {
-    let list = this.#byOrganization.get(organizationId)
-    if (list === undefined) this.#byOrganization.set(organizationId, (list = []))
+    const fileKey = this.lane.fileKeyOf(organizationId)
+    let list = this.#byFile.get(fileKey)
+    if (list === undefined) this.#byFile.set(fileKey, (list = []))
     list.push(event)
     // In an initial load's held transaction (documents deferred, a failure rolls back all of it)
     // a batch is applied in parts, so that its decoded rows die young: held for the whole batch
@@ -473,14 +497,12 @@ class LaneBatch {
     if (this.request.hold && ++this.#held >= LOAD_APPLY_EVENTS) this.#applyDecoded()
   }
 
-  /** Applies what was decoded so far, each organization's events in their order. */
+  /** Applies what was decoded so far, each file's events in their order. */
   #applyDecoded(): void {
-    for (const [organizationId, list] of this.#byOrganization) {
-      const file = this.request.hold
-        ? this.lane.heldFile(organizationId)
-        : this.lane.organizationFile(organizationId)
+    for (const [fileKey, list] of this.#byFile) {
+      const file = this.request.hold ? this.lane.heldFile(fileKey) : this.lane.file(fileKey)
       if (file === undefined) {
-        this.lane.spoolFor(organizationId).append(organizationId, list)
+        this.lane.spoolFor(fileKey).append(fileKey, list)
         continue
       }
       if (!this.request.hold) this.#committed.add(file)
@@ -488,7 +510,7 @@ class LaneBatch {
       addDocumentStats(this.outcome.documents, result.documents)
       file.boundWal(this.lane.options.walCheckpointBytes)
     }
-    this.#byOrganization.clear()
+    this.#byFile.clear()
     this.#held = 0
   }
 }

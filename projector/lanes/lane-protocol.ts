@@ -43,6 +43,8 @@ export interface LaneOptions {
   unpublished: boolean
   maxOpenFiles: number
   cacheBudgetBytes: number | undefined
+  /** The files the generation's organizations share; 0: each has its own (control-file.ts). */
+  sharedFiles: number
 }
 
 /** One lane's share of a batch, packed by the main thread (pack.ts), applied by lane-core.ts. */

@@ -35,6 +35,7 @@ const core = new LaneCore({
   maxOpenFiles: options.maxOpenFiles,
   cacheBudgetBytes: options.cacheBudgetBytes,
   fileOf: (organizationId) => fileOf.get(organizationId),
+  sharedFiles: options.sharedFiles,
   ...(prior === undefined ? {} : { priorStamp: prior.priorStamp.bind(prior) }),
 })
 

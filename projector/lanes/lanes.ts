@@ -22,6 +22,7 @@ import { syncWals } from '../storage/wal.ts'
 import type { SourceRecord } from '../decode/decode.ts'
 import type { RefreshStats } from '../documents/index.ts'
 import { LaneAssignment } from '../routing/lane-hint.ts'
+import { fileKeyOf } from '../../src/organization-files.ts'
 import type { LaneAnswer, LaneOptions, LaneOutcome, LaneRequest } from './lane-protocol.ts'
 import {
   addTally,
@@ -215,7 +216,8 @@ class LaneCoordinator implements LaneApplier {
       topicPrefix: options.topicPrefix,
       offsetGuard: options.offsetGuard,
       lanes,
-      laneOf: (organizationId) => this.#assignment.laneOf(organizationId),
+      // A lane owns files: every organization of a shared file goes to the lane that owns it.
+      laneOf: (organizationId) => this.#assignment.laneOf(this.#fileKeyOf(organizationId)),
       // Each lane's batches in flight, the next one packed meanwhile, and one to spare.
       buffers: new BufferPool((FILE_BATCHES_AHEAD + 2) * lanes),
       knownOrganizations: () => this.#inner.knownOrganizations(),
@@ -246,6 +248,7 @@ class LaneCoordinator implements LaneApplier {
       unpublished: o.unpublishedGeneration === true,
       maxOpenFiles: Math.max(1, Math.ceil((o.maxOpenFiles ?? 64) / o.lanes)),
       cacheBudgetBytes: o.cacheBudgetBytes,
+      sharedFiles: this.#inner.sharedFiles,
     }
   }
 
@@ -414,7 +417,7 @@ class LaneCoordinator implements LaneApplier {
 
   async replaceOrganizationFile(organizationId: string, file: string): Promise<number> {
     await this.#idle()
-    const owner = this.#threads[this.#assignment.laneOf(organizationId)]!
+    const owner = this.#threads[this.#assignment.laneOf(this.#fileKeyOf(organizationId))]!
     await owner.request({ type: 'close-files', organizations: [organizationId] })
     const restamped = this.#inner.replaceOrganizationFile(organizationId, file)
     this.#inner.closeFiles()
@@ -423,6 +426,14 @@ class LaneCoordinator implements LaneApplier {
 
   knownOrganizations(): string[] {
     return this.#inner.knownOrganizations()
+  }
+
+  get sharedFiles(): number {
+    return this.#inner.sharedFiles
+  }
+
+  #fileKeyOf(organizationId: string): string {
+    return fileKeyOf(organizationId, this.#inner.sharedFiles)
   }
 
   async retirePrevious(): Promise<void> {

@@ -1,12 +1,13 @@
-// An initial load's events regrouped by organization before they touch a file (lane-core.ts).
+// An initial load's events regrouped by file before they touch it (lane-core.ts).
 //
 // The topics interleave organizations: with thousands of them, a batch of 5,000 events touches
 // most of a lane's files, so a load that applied each batch as it came held every file open
 // through the whole load, each with its connection, parsed schema, prepared statements and page
 // cache (about 500 KB a file: 1.5 GB at 3,000 organizations), and spilled their caches every few
-// touches. A lane that holds more organizations than it keeps open appends the others' decoded
-// events here instead, and at the round's commit applies them organization by organization:
-// each file opened once a round, written in one pass, committed and closed.
+// touches. A lane that holds more files than it keeps open appends the others' decoded events
+// here instead, and at the round's commit applies them file by file (a file of its own, or one
+// organizations share: its key, src/organization-files.ts): each opened once a round, written in
+// one pass, committed and closed.
 //
 // The spool is scratch: an unlinked file (nothing is left on disk, even after a crash), never
 // synced. Losing it loses nothing: its events' offsets are committed only after the round that
@@ -25,7 +26,7 @@ export class LoadSpool {
   /** Bytes in the file (the buffered ones follow them). */
   #flushed = 0
   /**
-   * Each spooled organization's runs, in order: a run is the bytes of one `append` (its events in
+   * Each spooled file's runs, in order: a run is the bytes of one `append` (its events in
    * their order), kept as [offset, length] pairs. Insertion order is the order of first sight.
    */
   readonly #runs = new Map<string, number[]>()
@@ -37,8 +38,8 @@ export class LoadSpool {
     unlinkSync(path)
   }
 
-  /** Organizations spooled since the last drain. */
-  get organizations(): number {
+  /** Files spooled since the last drain. */
+  get files(): number {
     return this.#runs.size
   }
 
@@ -47,21 +48,21 @@ export class LoadSpool {
     return this.#events
   }
 
-  has(organizationId: string): boolean {
-    return this.#runs.has(organizationId)
+  has(fileKey: string): boolean {
+    return this.#runs.has(fileKey)
   }
 
-  /** The organization takes part in the round even with no events (its file is created). */
-  touch(organizationId: string): void {
-    if (!this.#runs.has(organizationId)) this.#runs.set(organizationId, [])
+  /** The file takes part in the round even with no events (it is created). */
+  touch(fileKey: string): void {
+    if (!this.#runs.has(fileKey)) this.#runs.set(fileKey, [])
   }
 
-  /** Appends an organization's events, in their order, after those it spooled before. */
-  append(organizationId: string, events: readonly OrganizationEvent[]): void {
-    if (events.length === 0) return this.touch(organizationId)
+  /** Appends a file's events, in their order, after those it spooled before. */
+  append(fileKey: string, events: readonly OrganizationEvent[]): void {
+    if (events.length === 0) return this.touch(fileKey)
     const bytes = serialize(events)
-    let runs = this.#runs.get(organizationId)
-    if (runs === undefined) this.#runs.set(organizationId, (runs = []))
+    let runs = this.#runs.get(fileKey)
+    if (runs === undefined) this.#runs.set(fileKey, (runs = []))
     runs.push(this.#flushed + this.#buffered, bytes.length)
     this.#events += events.length
     this.#write(bytes)
@@ -84,17 +85,17 @@ export class LoadSpool {
   }
 
   /**
-   * Hands each spooled organization, in the order first seen, its events in their order, in
+   * Hands each spooled file, in the order first seen, its events in their order, in
    * parts of about `partEvents` (a part is whole runs: at least one), then empties the spool.
    * A throw from `apply` leaves the spool as it was; the caller rolls back and `clear`s it.
    */
   drain(
     partEvents: number,
-    apply: (organizationId: string, parts: Iterable<OrganizationEvent[]>) => void,
+    apply: (fileKey: string, parts: Iterable<OrganizationEvent[]>) => void,
   ): void {
     this.#flush()
-    for (const [organizationId, runs] of this.#runs) {
-      apply(organizationId, this.#parts(runs, partEvents))
+    for (const [fileKey, runs] of this.#runs) {
+      apply(fileKey, this.#parts(runs, partEvents))
     }
     this.clear()
   }

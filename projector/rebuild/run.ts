@@ -35,7 +35,7 @@ import {
   parseOrganizationFileName,
   type Generation,
 } from '../../src/layout.ts'
-import { readOrganizationFiles } from '../storage/control-file.ts'
+import { readOrganizationFiles, readSharedFiles } from '../storage/control-file.ts'
 import { syncDirectory } from '../storage/durable.ts'
 import { compareDocumentFiles, type ResourceDiff } from '../documents/index.ts'
 import { buildAside } from './aside.ts'
@@ -78,6 +78,12 @@ export async function rebuildAside(
   if (live === undefined || !existsSync(live.controlPath)) {
     throw new RebuildRefused(
       `${config.dataDir} holds no replica to rebuild (no CURRENT generation)`,
+    )
+  }
+  if (readSharedFiles(live.controlPath) > 0) {
+    // Not built yet (docs/many-organizations.md, step 5): a rebuild of the whole generation is.
+    throw new RebuildRefused(
+      'the replica keeps its organizations in shared files (ORGANIZATION_FILES): rebuild it whole with --rebuild; --org and --dry-run do not read shared files yet',
     )
   }
   const wanted = options.organizations === undefined ? undefined : new Set(options.organizations)

@@ -91,8 +91,9 @@ function uuidAt(buf: Buffer, i: number, end: number): string | undefined {
 }
 
 /**
- * Which lane owns each organization, for the life of the process: the next lane in turn, the
- * first time an organization is seen. A hash of the id would need no memory, but with few
+ * Which lane owns each file (an organization's own, or one organizations share: its key,
+ * src/organization-files.ts), for the life of the process: the next lane in turn, the first time
+ * a file is seen. A hash of the id would need no memory, but with few
  * organizations it is lumpy (the benchmark's seven fell five to two on two lanes, so one lane
  * did most of the work); in turn, they fall four to three. Nothing outlives the process: each
  * run's lanes open their files afresh.
@@ -106,12 +107,12 @@ export class LaneAssignment {
     this.#lanes = lanes
   }
 
-  laneOf(organizationId: string): number {
-    let lane = this.#owners.get(organizationId)
+  laneOf(fileKey: string): number {
+    let lane = this.#owners.get(fileKey)
     if (lane === undefined) {
       lane = this.#next
       this.#next = (this.#next + 1) % this.#lanes
-      this.#owners.set(organizationId, lane)
+      this.#owners.set(fileKey, lane)
     }
     return lane
   }

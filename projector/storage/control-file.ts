@@ -65,6 +65,14 @@ export interface ControlFile {
   organizationFile(organizationId: string): string | undefined
   /** Points the organization at another file of its own, in one statement (handover.ts). */
   setOrganizationFile(organizationId: string, file: string): void
+  /**
+   * The files the generation's organizations share (src/organization-files.ts); 0: each has its
+   * own. Recorded once, when the generation is made (`recordSharedFiles`); undefined until then.
+   */
+  sharedFiles(): number | undefined
+  recordSharedFiles(files: number): void
+  /** Every organization whose rows were routed here: each has rows in some file. */
+  routedOrganizations(): string[]
   /** Records, once, that the replica has caught up with its source. */
   markCaughtUp(now: Date): void
   caughtUpAt(): string | undefined
@@ -95,6 +103,24 @@ export function readOrganizationFiles(path: string): Map<string, string> {
       file: string
     }>
     return new Map(rows.map((r) => [r.organization_id, r.file]))
+  } finally {
+    db.close()
+  }
+}
+
+/** replica_state's record of the files the generation's organizations share. */
+const SHARED_FILES_STATE = 'organization_files'
+
+/** The files a generation's organizations share, read from its control.db: 0 if none. */
+export function readSharedFiles(path: string): number {
+  if (!existsSync(path)) return 0
+  const db = new Database(path, { readonly: true, fileMustExist: true })
+  try {
+    const value = db
+      .prepare<[string], string>('SELECT value FROM replica_state WHERE key = ?')
+      .pluck()
+      .get(SHARED_FILES_STATE)
+    return value === undefined ? 0 : Number(value)
   } finally {
     db.close()
   }
@@ -206,6 +232,13 @@ export function openControlFile(path: string): ControlFile {
     organizationFile: (organizationId) => getOrganizationFile.get(organizationId),
     setOrganizationFile: (organizationId, file) =>
       void putOrganizationFile.run(organizationId, file),
+    sharedFiles() {
+      const value = getState.get(SHARED_FILES_STATE)?.value
+      return value === undefined ? undefined : Number(value)
+    },
+    recordSharedFiles: (files) => void putStateOnce.run(SHARED_FILES_STATE, String(files)),
+    routedOrganizations: () =>
+      db.prepare<[], string>('SELECT organization_id FROM route_organizations').pluck().all(),
     markCaughtUp(now) {
       putStateOnce.run('caught_up_at', now.toISOString())
     },

@@ -65,9 +65,19 @@ export interface OrganizationFileOptions {
    * time in those syncs.
    */
   unpublished?: boolean
-  /** For rebuilds: the previous generation's stamp of an unchanged document. */
-  priorStamp?: (kind: DocumentKind, id: string, hash: string) => string | undefined
+  /** For rebuilds: the previous generation's stamp of an organization's unchanged document. */
+  priorStamp?: PriorOrganizationStamp
+  /** A new file's layout: a file of its own (the default) or one organizations share. */
+  layout?: FileLayout
 }
+
+/** The stamp the previous generation gave an organization's document of this content, if any. */
+export type PriorOrganizationStamp = (
+  organizationId: string,
+  kind: DocumentKind,
+  id: string,
+  hash: string,
+) => string | undefined
 
 const mirroredTables = {
   providers: tables.providers,
@@ -87,7 +97,11 @@ const mirroredTables = {
 const mirroredTableNames = Object.keys(mirroredTables)
 
 export interface OrganizationFile {
-  readonly organizationId: string
+  /**
+   * What its writer knows it by (src/organization-files.ts `fileKeyOf`): its organization's id,
+   * or a shared file's name.
+   */
+  readonly fileKey: string
   readonly path: string
   apply(events: readonly OrganizationEvent[], now: Date, tally: Tally): OrganizationApplyResult
   /** Whether documents follow each batch (true unless deferred and not built yet). */
@@ -129,24 +143,24 @@ export interface OrganizationFile {
 }
 
 /**
- * The open file of `organizationId` among `files` (kept most recently used last), opened by `open`
- * when it is not, then handed to `opened`; past `max` open, the least recently used is closed.
+ * The open file of `fileKey` among `files` (kept most recently used last), opened by `open` when it
+ * is not, then handed to `opened`; past `max` open, the least recently used is closed.
  */
 export function useOrganizationFile(
   files: Map<string, OrganizationFile>,
-  organizationId: string,
+  fileKey: string,
   max: number,
   open: () => OrganizationFile,
   opened: (file: OrganizationFile) => void,
 ): OrganizationFile {
-  let file = files.get(organizationId)
+  let file = files.get(fileKey)
   if (file !== undefined) {
-    files.delete(organizationId)
-    files.set(organizationId, file)
+    files.delete(fileKey)
+    files.set(fileKey, file)
     return file
   }
   file = open()
-  files.set(organizationId, file)
+  files.set(fileKey, file)
   if (files.size > max) {
     const [oldestId, oldest] = files.entries().next().value as [string, OrganizationFile]
     files.delete(oldestId)
@@ -186,10 +200,11 @@ export function createFromImage(path: string, deferred: boolean, layout: FileLay
 }
 
 /**
- * What a file records about itself in its own transactions (`replica_meta`, `applied_offsets`),
- * remembered by its handle and read back after a rollback.
+ * What a file records about itself in its own transactions (`replica_meta`, `applied_offsets`,
+ * `file_organizations`), remembered by its handle and read back after a rollback. `fileKey`: the
+ * organization's id, for a file of its own.
  */
-function fileRecords(db: SqliteDatabase, organizationId: string, layout: FileLayout) {
+function fileRecords(db: SqliteDatabase, fileKey: string, layout: FileLayout) {
   const readMeta = db.prepare<[string], { value: string }>(
     'SELECT value FROM replica_meta WHERE key = ?',
   )
@@ -224,7 +239,14 @@ function fileRecords(db: SqliteDatabase, organizationId: string, layout: FileLay
      * (on its own it cost a synced commit). A shared file numbers organizations as rows arrive.
      */
     recordOrganization(): void {
-      if (layout === 'own') organizations.keyOf(organizationId)
+      if (layout === 'own') organizations.keyOf(fileKey)
+    },
+    /** The organization numbered `key` in the file. */
+    organizationOf(key: number): string {
+      if (layout === 'own') return fileKey
+      const organizationId = organizations.keys.get(key)
+      if (organizationId === undefined) throw new Error(`no organization numbered ${key} here`)
+      return organizationId
     },
     /** The keys of the organizations whose documents a whole build makes. */
     organizationKeys(): Iterable<number> {
@@ -294,8 +316,12 @@ function documentsMode(db: SqliteDatabase, deferred: boolean, built: boolean) {
   }
 }
 
+/**
+ * Opens (and makes, if new) the file `fileKey` names: an organization's own file (the key is its
+ * id) or a shared one.
+ */
 export function openOrganizationFile(
-  organizationId: string,
+  fileKey: string,
   path: string,
   options: OrganizationFileOptions,
 ): OrganizationFile {
@@ -306,7 +332,7 @@ export function openOrganizationFile(
   // 41,085 events/s against 35,847-38,495, two seconds less system time). It returns to WAL as
   // its documents are built, before anything serves it.
   const deferred = options.deferDocuments === true
-  createFromImage(path, deferred)
+  createFromImage(path, deferred, options.layout)
   const db: SqliteDatabase = openForWriting(
     path,
     'organization',
@@ -322,12 +348,16 @@ export function openOrganizationFile(
   // writers cost 43 KB of heap per file, which thousands of small organizations held open in the
   // lanes through the whole load (more for the collector to mark, nothing it could free).
   let documentRefresher: DocumentRefresher | undefined
+  const records = fileRecords(db, fileKey, layout)
+  const prior = options.priorStamp
   const refresher = (): DocumentRefresher =>
     (documentRefresher ??= createDocumentRefresher(db, {
-      ...(options.priorStamp === undefined ? {} : { priorStamp: options.priorStamp }),
+      // The stamp of the organization in scope: documents are built an organization at a time.
+      ...(prior === undefined
+        ? {}
+        : { priorStamp: (k, id, h) => prior(records.organizationOf(scope.key), k, id, h) }),
       organizations: { scope, keys: () => records.organizationKeys() },
     }))
-  const records = fileRecords(db, organizationId, layout)
   const documents = documentsMode(db, deferred, records.documentsBuilt)
 
   /** What this handle remembers of the file, read back after a rollback. */
@@ -354,7 +384,7 @@ export function openOrganizationFile(
   const buildDocuments = documentBuild(db, records, documents, refresher)
 
   return {
-    organizationId,
+    fileKey,
     path,
     get documentsLive() {
       return documents.live

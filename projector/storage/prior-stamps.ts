@@ -5,7 +5,8 @@
 import Database from 'better-sqlite3'
 import { statSync } from 'node:fs'
 import type { Generation } from '../../src/layout.ts'
-import { readOrganizationFiles } from './control-file.ts'
+import { fileKeyOf } from '../../src/organization-files.ts'
+import { readOrganizationFiles, readSharedFiles } from './control-file.ts'
 import { priorStampsFrom, priorStampsScanned, type PriorStamp } from '../documents/index.ts'
 
 export interface PriorGeneration {
@@ -40,20 +41,26 @@ export function openPriorGeneration(previous: Generation): PriorGeneration {
   /** Organizations the previous generation has no file of. */
   const absent = new Set<string>()
   const files = readOrganizationFiles(previous.controlPath)
+  const sharedFiles = readSharedFiles(previous.controlPath)
   let closed = false
 
+  /** The previous file of an organization: its own, or the one it shared (ids are unique). */
   const fileOf = (organizationId: string): PriorFile | undefined => {
-    const held = open.get(organizationId)
+    const key = fileKeyOf(organizationId, sharedFiles)
+    const held = open.get(key)
     if (held !== undefined) {
-      open.delete(organizationId)
-      open.set(organizationId, held)
+      open.delete(key)
+      open.set(key, held)
       return held
     }
-    if (absent.has(organizationId)) return undefined
-    const path = previous.organizationPath(organizationId, files.get(organizationId))
+    if (absent.has(key)) return undefined
+    const path =
+      sharedFiles > 0
+        ? previous.sharedPath(key)
+        : previous.organizationPath(organizationId, files.get(organizationId))
     const bytes = statSync(path, { throwIfNoEntry: false })?.size
     if (bytes === undefined) {
-      absent.add(organizationId)
+      absent.add(key)
       return undefined
     }
     if (open.size >= PRIOR_FILES_OPEN) {
@@ -64,7 +71,7 @@ export function openPriorGeneration(previous: Generation): PriorGeneration {
     const db = new Database(path, { readonly: true, fileMustExist: true })
     const stamp = bytes <= PRIOR_FILE_SCANNED_BYTES ? priorStampsScanned(db) : priorStampsFrom(db)
     const file = { db, stamp }
-    open.set(organizationId, file)
+    open.set(key, file)
     return file
   }
 

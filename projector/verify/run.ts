@@ -30,7 +30,7 @@ import {
   parseOrganizationFileName,
   type Generation,
 } from '../../src/layout.ts'
-import { readOrganizationFiles } from '../storage/control-file.ts'
+import { readOrganizationFiles, readSharedFiles } from '../storage/control-file.ts'
 import { documentDifferences, IDS_PER_LIST } from '../documents/index.ts'
 import { processAlive } from '../rebuild/lock.ts'
 import { knownOrganizations, rebuildAside, removeRebuildLeftovers } from '../rebuild/run.ts'
@@ -87,6 +87,12 @@ export async function verifyReplica(
   if (live === undefined || !existsSync(live.controlPath)) {
     throw new VerifyRefused(
       `${config.projector.dataDir} holds no replica to verify (no CURRENT generation)`,
+    )
+  }
+  if (readSharedFiles(live.controlPath) > 0) {
+    // Not built yet (docs/many-organizations.md, step 5).
+    throw new VerifyRefused(
+      'the replica keeps its organizations in shared files (ORGANIZATION_FILES): verify does not read shared files yet',
     )
   }
   // Checked before anything is taken or touched (--repair's rebuild lock included): PostgreSQL

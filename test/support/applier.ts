@@ -26,6 +26,7 @@ export function testApplier(
     | 'loadCommitEvents'
     | 'loadEventsPerHeldFile'
     | 'maxOpenFiles'
+    | 'organizationFiles'
   > & { logger?: ApplierOptions['logger'] },
   dataDir?: string,
   made?: (dir: string) => void,

@@ -197,6 +197,15 @@ describe('loadProjectorConfig', () => {
     expect(() => loadProjectorConfig({ OPEN_FILES_MAX: '0' })).toThrow(/OPEN_FILES_MAX: /)
   })
 
+  it('gives each organization a file of its own by default; ORGANIZATION_FILES shares them among that many', () => {
+    expect(loadProjectorConfig({}).organizationFiles).toBe(0)
+    expect(loadProjectorConfig({ ORGANIZATION_FILES: '100' }).organizationFiles).toBe(100)
+    expect(() => loadProjectorConfig({ ORGANIZATION_FILES: '-1' })).toThrow(/ORGANIZATION_FILES: /)
+    expect(() => loadProjectorConfig({ ORGANIZATION_FILES: '10001' })).toThrow(
+      /ORGANIZATION_FILES: must be at most 10000/,
+    )
+  })
+
   it('shares 32 MB of SQLite page cache by default, configurable, and refuses 0', () => {
     expect(loadProjectorConfig({}).sqliteCacheBytes).toBe(32 * 1024 * 1024)
     expect(loadProjectorConfig({ SQLITE_CACHE_MB: '48' }).sqliteCacheBytes).toBe(48 * 1024 * 1024)

@@ -19,6 +19,12 @@ import {
 } from '../../support/debezium.ts'
 import { testApplier } from '../../support/applier.ts'
 import type { Generation } from '../../../src/layout.ts'
+import { sharedFileOf } from '../../../src/organization-files.ts'
+import {
+  NO_ORGANIZATION,
+  organizationKeyIn,
+  scopeConnection,
+} from '../../../src/organization-scope.ts'
 
 const dirs: string[] = []
 afterAll(() => {
@@ -169,15 +175,25 @@ const DOC_TABLES = ['doc_providers', 'doc_provider_groups', 'doc_expirables'] as
 function readDocs(path: string): Record<string, Array<Record<string, unknown>>> {
   const db = new Database(path, { readonly: true })
   try {
-    return Object.fromEntries(
-      DOC_TABLES.map((t) => [
-        t,
-        db.prepare(`SELECT * FROM ${t} ORDER BY id`).all() as Array<Record<string, unknown>>,
-      ]),
-    )
+    return readDocsOn(db, ['organization_key'])
   } finally {
     db.close()
   }
+}
+
+/** The documents a connection reads, without `leftOut` columns. */
+function readDocsOn(
+  db: Database.Database,
+  leftOut: readonly string[] = [],
+): Record<string, Array<Record<string, unknown>>> {
+  return Object.fromEntries(
+    DOC_TABLES.map((t) => [
+      t,
+      (db.prepare(`SELECT * FROM ${t} ORDER BY id`).all() as Array<Record<string, unknown>>).map(
+        (row) => Object.fromEntries(Object.entries(row).filter(([k]) => !leftOut.includes(k))),
+      ),
+    ]),
+  )
 }
 
 /** The documents with their stamps taken out, to compare content across runs. */
@@ -246,9 +262,10 @@ describe('idempotent projection', () => {
 // Many small organizations (ISSUE 22): consecutive events belong to different files, fewer files
 // may be open than the batch touches (the open-file cache turns over in the middle of a batch and
 // of an initial load's held transactions), and key-only deletes are routed by the routing index.
-// Memberships may name another organization's group (PostgreSQL's foreign keys allow it). Each
-// organization must end as it ends when its own events alone are applied, in one batch: nothing of
-// another organization reaches its documents.
+// Memberships may name another organization's group (PostgreSQL's foreign keys allow it), and
+// organizations may share files (ORGANIZATION_FILES): one, three or seven for all of them. Each
+// organization must end as it ends when its own events alone are applied, in one batch, to a file
+// of its own: nothing of another organization reaches its documents.
 
 /** Per organization: each provider's versions (null = deleted by its key) and an identifier's. */
 const smallOrganizations = fc.array(
@@ -325,15 +342,32 @@ function smallTopicsOf(organizations: SmallOrganizations): Map<string, SourceRec
   )
 }
 
-/** An organization's documents, as content. */
-function organizationDocs(generation: Generation, i: number): string {
-  const path = generation.organizationPath(organizationId(i))
-  return existsSync(path) ? content(readDocs(path)) : 'no file'
+/**
+ * An organization's documents, as content: in its own file, or in the file it shares with others
+ * (`sharedFiles` > 0), read through a connection scoped to it as the api reads it.
+ */
+function organizationDocs(generation: Generation, i: number, sharedFiles = 0): string {
+  const id = organizationId(i)
+  if (sharedFiles === 0) {
+    const path = generation.organizationPath(id)
+    return existsSync(path) ? content(readDocs(path)) : 'no file'
+  }
+  const path = generation.sharedPath(sharedFileOf(id, sharedFiles))
+  if (!existsSync(path)) return 'no file'
+  const db = new Database(path, { readonly: true })
+  try {
+    // An organization with no rows there yet (its only provider deleted before it was seen) sees
+    // nothing, as the api's handle on it does.
+    scopeConnection(db).enter(organizationKeyIn(db, id) ?? NO_ORGANIZATION)
+    return content(readDocsOn(db, ['organization_key']))
+  } finally {
+    db.close()
+  }
 }
 
 /** Every organization's documents, by organization. */
-function readAllDocs(generation: Generation, count: number): string[] {
-  return Array.from({ length: count }, (_, i) => organizationDocs(generation, i))
+function readAllDocs(generation: Generation, count: number, sharedFiles = 0): string[] {
+  return Array.from({ length: count }, (_, i) => organizationDocs(generation, i, sharedFiles))
 }
 
 /** Each organization's documents when its own events alone are applied, in one batch. */
@@ -354,7 +388,7 @@ function eachAlone(organizations: SmallOrganizations): string[] {
 }
 
 describe('many small organizations', () => {
-  it('each ends as if its own events were applied alone, whatever the batches, the open-file limit, the load and the references to other organizations', async () => {
+  it('each ends as if its own events were applied alone, whatever the batches, the open-file limit, the load, the files shared and the references to other organizations', async () => {
     await fc.assert(
       fc.asyncProperty(
         smallOrganizations,
@@ -362,7 +396,9 @@ describe('many small organizations', () => {
         fc.array(fc.integer({ min: 1, max: 40 }), { minLength: 1, maxLength: 10 }),
         fc.integer({ min: 1, max: 6 }),
         fc.boolean(),
-        async (organizations, picks, sizes, maxOpenFiles, deferred) => {
+        // Files of their own, or organizations in one, three or seven shared files.
+        fc.constantFrom(0, 1, 3, 7),
+        async (organizations, picks, sizes, maxOpenFiles, deferred, sharedFiles) => {
           const topics = smallTopicsOf(organizations)
 
           const spread = testApplier(
@@ -370,6 +406,7 @@ describe('many small organizations', () => {
               offsetGuard: false,
               clock: () => new Date(2_000),
               maxOpenFiles,
+              organizationFiles: sharedFiles,
               deferDocumentsUntilCaughtUp: deferred,
               // An initial load's transactions held over batches, committed every few events.
               loadCommitEvents: 50,
@@ -381,12 +418,12 @@ describe('many small organizations', () => {
           applyInBatches(spread.applier, interleave(topics, picks), sizes)
           if (deferred) await spread.applier.markCaughtUp()
           spread.applier.close()
-          expect(readAllDocs(spread.generation, organizations.length)).toEqual(
+          expect(readAllDocs(spread.generation, organizations.length, sharedFiles)).toEqual(
             eachAlone(organizations),
           )
         },
       ),
-      { numRuns: 10 },
+      { numRuns: 16 },
     )
-  }, 120_000)
+  }, 180_000)
 })

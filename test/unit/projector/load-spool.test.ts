@@ -47,7 +47,7 @@ describe('LoadSpool', () => {
     spool.append('b', [event('4', 4)])
     spool.touch('c')
     spool.append('a', [event('5', 5), event('6', 6)])
-    expect(spool.organizations).toBe(3)
+    expect(spool.files).toBe(3)
     expect(spool.events).toBe(6)
 
     // Parts are whole appends, closed once they reach 2 events; an organization touched only
@@ -57,7 +57,7 @@ describe('LoadSpool', () => {
       ['a', [[3, 5, 6]]],
       ['c', [[]]],
     ])
-    expect(spool.organizations).toBe(0)
+    expect(spool.files).toBe(0)
     expect(drained(spool, 2)).toEqual([])
   })
 

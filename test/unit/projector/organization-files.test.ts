@@ -29,7 +29,7 @@ describe('useOrganizationFile', () => {
         id,
         2,
         () => openOrganizationFile(id, join(dir, `${id}.db`), { offsetGuard: false }),
-        (file) => openedIds.push(file.organizationId),
+        (file) => openedIds.push(file.fileKey),
       )
 
     const fileA = use(a)

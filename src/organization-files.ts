@@ -1,0 +1,45 @@
+// Which file of a generation holds an organization's rows.
+//
+// By default each organization has a file of its own: `<id>.db`, or the version control.db's
+// organization_files names after a per-organization rebuild. A generation made with
+// ORGANIZATION_FILES = N > 0 places every organization in one of N files shared by organizations
+// (`shared-<k>.db`, k a hash of its id; docs/many-organizations.md): what each file costs (its
+// open, its statements, its pages read cold, one transaction and one synced log per batch) is
+// then paid N times, not once per organization. N is recorded in the generation's control.db when
+// the generation is made, so every process resolves an organization to the same file, and
+// changing it takes a `--rebuild`.
+
+/** The most shared files a generation may have: their names have four digits. */
+export const MAX_SHARED_FILES = 10_000
+
+const SHARED_FILE_NAME = /^shared-(\d{4})\.db$/
+
+export function isSharedFileName(name: string): boolean {
+  return SHARED_FILE_NAME.test(name)
+}
+
+export function sharedFileName(index: number): string {
+  return `shared-${String(index).padStart(4, '0')}.db`
+}
+
+/**
+ * The shared file of an organization among `files`: FNV-1a of its id, which is random (a uuid v4)
+ * and lower-case wherever the replica names it, so the hash spreads organizations evenly and
+ * never changes for one.
+ */
+export function sharedFileOf(organizationId: string, files: number): string {
+  let hash = 0x811c9dc5
+  for (let i = 0; i < organizationId.length; i++) {
+    hash = Math.imul(hash ^ organizationId.charCodeAt(i), 0x01000193)
+  }
+  return sharedFileName((hash >>> 0) % files)
+}
+
+/**
+ * The key a writer knows an organization's file by: the organization's id for a file of its own
+ * (the same across a per-organization rebuild's swap of the file), the shared file's name in a
+ * generation of shared files.
+ */
+export function fileKeyOf(organizationId: string, sharedFiles: number): string {
+  return sharedFiles > 0 ? sharedFileOf(organizationId, sharedFiles) : organizationId
+}
