@@ -40,8 +40,9 @@
 //   {"organizations", "fileEventsPerSecondMany", "fileEventsPerSecondFew", "peakRssMbMany",
 //    "kafkaEventsPerSecondMany", "kafkaEventsPerSecondFew", "rebuildSecondsMany",
 //    "rebuildSecondsFew", "apiRpsMany", "apiRpsFew", "apiP99MsMany", ...more}
-// A part not run is null. LANES, OPEN_FILES_MAX and PAGE_CACHE_MB pass through to the projector
-// and api processes.
+// A part not run is null. LANES, OPEN_FILES_MAX, PAGE_CACHE_MB and ORGANIZATION_FILES pass
+// through to the projector and api processes (ORGANIZATION_FILES=100: both datasets' organizations
+// in shared files, src/organization-files.ts).
 import { spawn } from 'node:child_process'
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -138,7 +139,7 @@ const datasets: Which[] = (() => {
 
 /** Settings an operator tunes pass through to the projector and api children. */
 const passEnv: Record<string, string> = Object.fromEntries(
-  ['LANES', 'OPEN_FILES_MAX', 'PAGE_CACHE_MB']
+  ['LANES', 'OPEN_FILES_MAX', 'PAGE_CACHE_MB', 'ORGANIZATION_FILES']
     .filter((name) => process.env[name] !== undefined)
     .map((name) => [name, process.env[name]!]),
 )
