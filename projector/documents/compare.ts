@@ -11,6 +11,7 @@
 // takes the connection's read-only flag) and both are read in one read transaction, so a live
 // file the projector is writing meanwhile is compared as of one committed state.
 import Database from 'better-sqlite3'
+import { NO_ORGANIZATION, organizationScopedTables } from '../../src/organization-scope.ts'
 
 /** The API's resources, named as their paths are (spec/api-v1.md section 4). */
 export const comparedResources = [
@@ -224,6 +225,8 @@ export interface FileDifferences {
 export function documentDifferences(
   expectedPath: string | undefined,
   actualPath: string | undefined,
+  /** The organization compared, in an actual file organizations share (read in its scope). */
+  actualOrganization?: string,
 ): FileDifferences {
   const first = expectedPath ?? actualPath
   if (first === undefined) {
@@ -236,6 +239,11 @@ export function documentDifferences(
       db.prepare('ATTACH DATABASE ? AS actual').run(actualPath)
       sides.actual = 'actual'
     }
+    // Its applied offsets are the file's; its documents the organization's.
+    const offsetsOf = sides.actual
+    if (actualPath !== undefined && actualOrganization !== undefined) {
+      sides.actual = organizationSide(db, sides.actual, actualOrganization)
+    }
     const read = db.transaction((): FileDifferences => ({
       resources: comparedResources.map((resource) =>
         resourceDifferences(db, resource, {
@@ -247,13 +255,39 @@ export function documentDifferences(
         actualPath === undefined
           ? []
           : (db
-              .prepare(`SELECT topic, partition, offset FROM ${sides.actual}.applied_offsets`)
+              .prepare(`SELECT topic, partition, offset FROM ${offsetsOf}.applied_offsets`)
               .all() as FileDifferences['appliedOffsets']),
     }))
     return read()
   } finally {
     db.close()
   }
+}
+
+/**
+ * Where an organization's documents are read in the file attached as `schema`: the file itself,
+ * or, in a file organizations share, temporary views of that organization's rows (its scope, as
+ * src/organization-scope.ts gives a connection), read as `temp`.
+ */
+function organizationSide(db: Database.Database, schema: string, organizationId: string): string {
+  const layout = db
+    .prepare<[], string>(`SELECT value FROM ${schema}.replica_meta WHERE key = 'layout'`)
+    .pluck()
+    .get()
+  if (layout !== 'shared') return schema
+  const key =
+    db
+      .prepare<[string], number>(
+        `SELECT key FROM ${schema}.file_organizations WHERE organization_id = ?`,
+      )
+      .pluck()
+      .get(organizationId) ?? NO_ORGANIZATION
+  for (const table of organizationScopedTables) {
+    db.exec(
+      `CREATE TEMP VIEW "${table}" AS SELECT * FROM ${schema}."${table}" WHERE organization_key = ${key}`,
+    )
+  }
+  return 'temp'
 }
 
 function noDifferences(resource: ComparedResource): ResourceDifferences {

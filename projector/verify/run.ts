@@ -30,6 +30,7 @@ import {
   parseOrganizationFileName,
   type Generation,
 } from '../../src/layout.ts'
+import { isSharedFileName, sharedFileOf } from '../../src/organization-files.ts'
 import { readOrganizationFiles, readSharedFiles } from '../storage/control-file.ts'
 import { documentDifferences, IDS_PER_LIST } from '../documents/index.ts'
 import { processAlive } from '../rebuild/lock.ts'
@@ -89,10 +90,10 @@ export async function verifyReplica(
       `${config.projector.dataDir} holds no replica to verify (no CURRENT generation)`,
     )
   }
-  if (readSharedFiles(live.controlPath) > 0) {
-    // Not built yet (docs/many-organizations.md, step 5).
+  if (options.repair && readSharedFiles(live.controlPath) > 0) {
+    // Its repair rebuilds organizations one by one, which shared files do not take yet.
     throw new VerifyRefused(
-      'the replica keeps its organizations in shared files (ORGANIZATION_FILES): verify does not read shared files yet',
+      'the replica keeps its organizations in shared files (ORGANIZATION_FILES): --repair does not rebuild shared files yet; verify without it, and mend drift with --rebuild',
     )
   }
   // Checked before anything is taken or touched (--repair's rebuild lock included): PostgreSQL
@@ -348,13 +349,17 @@ async function checkPass(
       ...(deps.signal === undefined ? {} : { signal: deps.signal }),
     })
     const liveFiles = readOrganizationFiles(live.controlPath)
+    const sharedFiles = readSharedFiles(live.controlPath)
     const livePath = (id: string) => {
-      const path = live.organizationPath(id, liveFiles.get(id))
+      const path =
+        sharedFiles > 0
+          ? live.sharedPath(sharedFileOf(id, sharedFiles))
+          : live.organizationPath(id, liveFiles.get(id))
       return existsSync(path) ? path : undefined
     }
     const builtIds = new Set(expected.organizations)
     const ids = organizations ?? [
-      ...new Set([...expected.organizations, ...organizationsWithFiles(live)]),
+      ...new Set([...expected.organizations, ...organizationsWithRows(live, sharedFiles)]),
     ]
     const changedSince = new Date(database.snapshot.at.getTime() - CLOCK_MARGIN_MS).toISOString()
     const classified = new Map<string, Classified[]>()
@@ -363,7 +368,7 @@ async function checkPass(
         ? expected.generation.organizationPath(organizationId)
         : undefined
       // The live file's documents and applied offsets, read in one transaction.
-      const found = documentDifferences(built, livePath(organizationId))
+      const found = documentDifferences(built, livePath(organizationId), organizationId)
       const ahead = pastEnds(found.appliedOffsets, before)
       classified.set(
         organizationId,
@@ -416,11 +421,22 @@ function checkDiskSpace(
   organizations: readonly string[] | undefined,
 ): void {
   const wanted = organizations === undefined ? undefined : new Set(organizations)
+  const sharedFiles = readSharedFiles(live.controlPath)
+  // A shared file counts whole for any organization of it asked for: an upper bound.
+  const wantedShared =
+    wanted === undefined || sharedFiles === 0
+      ? undefined
+      : new Set([...wanted].map((id) => sharedFileOf(id, sharedFiles)))
   let bytes = 0
   for (const name of readdirSync(live.organizationsDir)) {
-    const parsed = parseOrganizationFileName(databaseFileOf(name))
-    if (parsed === undefined || (wanted !== undefined && !wanted.has(parsed.organizationId))) {
-      continue
+    const file = databaseFileOf(name)
+    if (isSharedFileName(file)) {
+      if (wantedShared !== undefined && !wantedShared.has(file)) continue
+    } else {
+      const parsed = parseOrganizationFileName(file)
+      if (parsed === undefined || (wanted !== undefined && !wanted.has(parsed.organizationId))) {
+        continue
+      }
     }
     bytes += statSync(join(live.organizationsDir, name)).size
   }
@@ -432,6 +448,20 @@ function checkDiskSpace(
     throw new VerifyRefused(
       `not enough disk space in ${dataDir}: verify needs ${mb(needed)} MB free to build the documents from PostgreSQL, there are ${mb(free)} MB`,
     )
+  }
+}
+
+/**
+ * The organizations with rows in the live generation: those with a file, or in a generation of
+ * shared files, every one routed there.
+ */
+function organizationsWithRows(live: Generation, sharedFiles: number): string[] {
+  if (sharedFiles === 0) return organizationsWithFiles(live)
+  const db = new Database(live.controlPath, { readonly: true, fileMustExist: true })
+  try {
+    return db.prepare<[], string>('SELECT organization_id FROM route_organizations').pluck().all()
+  } finally {
+    db.close()
   }
 }
 

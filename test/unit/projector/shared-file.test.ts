@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { decodeRecord, type SourceRecord } from '../../../projector/decode/decode.ts'
+import { documentDifferences } from '../../../projector/documents/index.ts'
 import {
   createFromImage,
   openOrganizationFile,
@@ -164,6 +165,28 @@ describe('a file shared by organizations', () => {
       expect(a.doc_expirables).toHaveLength(1)
     })
   }
+
+  it("is compared by verify an organization at a time: the others' documents are not extra", () => {
+    const sharedPath = join(dir, 'verify-shared.db')
+    createFromImage(sharedPath, false, 'shared')
+    const shared = openOrganizationFile('shared', sharedPath, { offsetGuard: false })
+    shared.apply(eventsOf(ORGS.flatMap((_, o) => recordsOf(o, `G${o}`, 10))), at, tally)
+    shared.close()
+    const ownPath = join(dir, 'verify-own.db')
+    const own = openOrganizationFile(ORGS[1]!, ownPath, { offsetGuard: false })
+    own.apply(eventsOf(recordsOf(1, 'G1', 10)), at, tally)
+    own.close()
+
+    const same = documentDifferences(ownPath, sharedPath, ORGS[1])
+    for (const r of same.resources)
+      expect([r.resource, r.missing, r.extra, r.differing]).toEqual([r.resource, [], [], []])
+    expect(same.resources.find((r) => r.resource === 'providers')!.equal).toBe(1)
+    // The same own file against another organization's scope: nothing of B, only C.
+    const other = documentDifferences(ownPath, sharedPath, ORGS[2])
+    const providers = other.resources.find((r) => r.resource === 'providers')!
+    expect(providers.missing).toEqual([provider(1)])
+    expect(providers.extra.map((e) => e.id)).toEqual([provider(2)])
+  })
 
   it('scopes a connection: nothing until entered, one organization after, and no writes through it', () => {
     const path = join(dir, 'scope.db')
