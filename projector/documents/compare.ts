@@ -109,14 +109,27 @@ export const IDS_PER_LIST = 20
 export function compareDocumentFiles(
   expectedPath: string,
   actualPath: string | undefined,
-  options: { idsPerList?: number } = {},
+  options: {
+    idsPerList?: number
+    /**
+     * The organization compared: read in its scope where a file is shared by organizations (the
+     * actual file, or the expected one when there is no actual one).
+     */
+    organization?: string
+  } = {},
 ): ResourceDiff[] {
   const limit = options.idsPerList ?? IDS_PER_LIST
   const db = new Database(expectedPath, { readonly: true, fileMustExist: true })
   try {
+    const sides = { expected: 'main', actual: actualPath === undefined ? undefined : 'actual' }
     if (actualPath !== undefined) db.prepare('ATTACH DATABASE ? AS actual').run(actualPath)
+    const { organization } = options
+    if (organization !== undefined) {
+      if (sides.actual === undefined) sides.expected = organizationSide(db, 'main', organization)
+      else sides.actual = organizationSide(db, sides.actual, organization)
+    }
     const read = db.transaction(() =>
-      comparedResources.map((resource) => compareResource(db, resource, actualPath, limit)),
+      comparedResources.map((resource) => compareResource(db, resource, sides, limit)),
     )
     return read()
   } finally {
@@ -154,12 +167,12 @@ function servedDifference(
 function compareResource(
   db: Database.Database,
   resource: ComparedResource,
-  actualPath: string | undefined,
+  sides: { expected: string; actual: string | undefined },
   limit: number,
 ): ResourceDiff {
   const { table } = documentTables[resource]
-  const expected = `main.${table}`
-  if (actualPath === undefined) {
+  const expected = `${sides.expected}.${table}`
+  if (sides.actual === undefined) {
     return {
       resource,
       equal: 0,
@@ -168,7 +181,7 @@ function compareResource(
       disappeared: { count: 0, ids: [] },
     }
   }
-  const actual = `actual.${table}`
+  const actual = `${sides.actual}.${table}`
   const { differs, both, equal } = servedDifference(db, documentTables[resource], expected, actual)
   return {
     resource,

@@ -35,6 +35,7 @@ import {
   parseOrganizationFileName,
   type Generation,
 } from '../../src/layout.ts'
+import { sharedFileOf } from '../../src/organization-files.ts'
 import { readOrganizationFiles, readSharedFiles } from '../storage/control-file.ts'
 import { syncDirectory } from '../storage/durable.ts'
 import { compareDocumentFiles, type ResourceDiff } from '../documents/index.ts'
@@ -80,10 +81,11 @@ export async function rebuildAside(
       `${config.dataDir} holds no replica to rebuild (no CURRENT generation)`,
     )
   }
-  if (readSharedFiles(live.controlPath) > 0) {
-    // Not built yet (docs/many-organizations.md, step 5): a rebuild of the whole generation is.
+  const sharedFiles = readSharedFiles(live.controlPath)
+  if (sharedFiles > 0 && !options.dryRun) {
+    // A swap of one organization's file, which a shared file is not (docs/many-organizations.md).
     throw new RebuildRefused(
-      'the replica keeps its organizations in shared files (ORGANIZATION_FILES): rebuild it whole with --rebuild; --org and --dry-run do not read shared files yet',
+      'the replica keeps its organizations in shared files (ORGANIZATION_FILES): --org rebuilds only an organization of its own file; rebuild it whole with --rebuild (a --dry-run, whole or --org, reports what would change)',
     )
   }
   const wanted = options.organizations === undefined ? undefined : new Set(options.organizations)
@@ -132,19 +134,24 @@ export async function rebuildAside(
       })
       const liveFiles = readOrganizationFiles(live.controlPath)
       const livePath = (id: string) => {
-        const path = live.organizationPath(id, liveFiles.get(id))
+        const path =
+          sharedFiles > 0
+            ? live.sharedPath(sharedFileOf(id, sharedFiles))
+            : live.organizationPath(id, liveFiles.get(id))
         return existsSync(path) ? path : undefined
       }
       const organizations =
-        wanted ?? new Set([...built.organizations, ...organizationsWithFiles(live)])
+        wanted ?? new Set([...built.organizations, ...organizationsWithRows(live)])
       const reports: OrganizationReport[] = []
       for (const organizationId of [...organizations].sort()) {
         const rebuilt = built.generation.organizationPath(organizationId)
         reports.push({
           organizationId,
           resources: existsSync(rebuilt)
-            ? compareDocumentFiles(rebuilt, livePath(organizationId))
-            : removedAll(livePath(organizationId)),
+            ? compareDocumentFiles(rebuilt, livePath(organizationId), {
+                organization: organizationId,
+              })
+            : removedAll(livePath(organizationId), organizationId),
         })
       }
       if (!options.dryRun) {
@@ -257,18 +264,32 @@ function foldWal(path: string): void {
   }
 }
 
-function removedAll(livePath: string | undefined): ResourceDiff[] {
+function removedAll(livePath: string | undefined, organizationId: string): ResourceDiff[] {
   if (livePath === undefined) return []
-  return compareDocumentFiles(livePath, undefined).map((d) => ({
+  return compareDocumentFiles(livePath, undefined, { organization: organizationId }).map((d) => ({
     ...d,
     appeared: { count: 0, ids: [] },
     disappeared: d.appeared,
   }))
 }
 
-/** Organizations in the live control.db, or with a file. */
+/**
+ * The organizations with rows in the live generation: those with a file, or, in a generation of
+ * shared files, every one routed there.
+ */
+export function organizationsWithRows(live: Generation): string[] {
+  if (readSharedFiles(live.controlPath) === 0) return organizationsWithFiles(live)
+  const db = new Database(live.controlPath, { readonly: true, fileMustExist: true })
+  try {
+    return db.prepare<[], string>('SELECT organization_id FROM route_organizations').pluck().all()
+  } finally {
+    db.close()
+  }
+}
+
+/** Organizations in the live control.db, or with rows. */
 export function knownOrganizations(live: Generation): Set<string> {
-  const known = new Set(organizationsWithFiles(live))
+  const known = new Set(organizationsWithRows(live))
   const db = new Database(live.controlPath, { readonly: true, fileMustExist: true })
   try {
     for (const id of db.prepare('SELECT id FROM organizations').pluck().all() as string[]) {

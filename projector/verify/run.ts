@@ -26,7 +26,6 @@ import type { VerifyConfig } from '../../src/config.ts'
 import {
   currentGeneration,
   databaseFileOf,
-  organizationsWithFiles,
   parseOrganizationFileName,
   type Generation,
 } from '../../src/layout.ts'
@@ -34,7 +33,12 @@ import { isSharedFileName, sharedFileOf } from '../../src/organization-files.ts'
 import { readOrganizationFiles, readSharedFiles } from '../storage/control-file.ts'
 import { documentDifferences, IDS_PER_LIST } from '../documents/index.ts'
 import { processAlive } from '../rebuild/lock.ts'
-import { knownOrganizations, rebuildAside, removeRebuildLeftovers } from '../rebuild/run.ts'
+import {
+  knownOrganizations,
+  organizationsWithRows,
+  rebuildAside,
+  removeRebuildLeftovers,
+} from '../rebuild/run.ts'
 import { buildExpected, type RefusedRow } from './build.ts'
 import { compareControlFiles, type ControlTableDiff } from './control.ts'
 import { eventsBehindNow, openKafkaView, pastEnds, waitForReplica, type KafkaView } from './lag.ts'
@@ -359,7 +363,7 @@ async function checkPass(
     }
     const builtIds = new Set(expected.organizations)
     const ids = organizations ?? [
-      ...new Set([...expected.organizations, ...organizationsWithRows(live, sharedFiles)]),
+      ...new Set([...expected.organizations, ...organizationsWithRows(live)]),
     ]
     const changedSince = new Date(database.snapshot.at.getTime() - CLOCK_MARGIN_MS).toISOString()
     const classified = new Map<string, Classified[]>()
@@ -448,20 +452,6 @@ function checkDiskSpace(
     throw new VerifyRefused(
       `not enough disk space in ${dataDir}: verify needs ${mb(needed)} MB free to build the documents from PostgreSQL, there are ${mb(free)} MB`,
     )
-  }
-}
-
-/**
- * The organizations with rows in the live generation: those with a file, or in a generation of
- * shared files, every one routed there.
- */
-function organizationsWithRows(live: Generation, sharedFiles: number): string[] {
-  if (sharedFiles === 0) return organizationsWithFiles(live)
-  const db = new Database(live.controlPath, { readonly: true, fileMustExist: true })
-  try {
-    return db.prepare<[], string>('SELECT organization_id FROM route_organizations').pluck().all()
-  } finally {
-    db.close()
   }
 }
 

@@ -1,17 +1,28 @@
 // Organizations in shared files (ORGANIZATION_FILES), as a user runs them: the projector applies a
 // file of events into a generation of shared files, and the api serves each key its
-// organization's documents from them over HTTP, and nothing of the organizations beside it.
+// organization's documents from them over HTTP, and nothing of the organizations beside it; a
+// live projector on a real Kafka broker keeps them, and a rebuild's dry run compares each
+// organization of a shared file alone.
+import Database from 'better-sqlite3'
 import { createHash } from 'node:crypto'
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { afterAll, describe, expect, it } from 'vitest'
+import { setTimeout as sleep } from 'node:timers/promises'
+import pino from 'pino'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { createProjector, type Projector } from '../../../projector/projector.ts'
+import type { RebuildReport } from '../../../projector/rebuild/report.ts'
+import { loadProjectorConfig } from '../../../src/config.ts'
 import { currentGeneration } from '../../../src/layout.ts'
 import { sharedFileOf } from '../../../src/organization-files.ts'
+import { kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
 import { startApi, type RunningApi } from '../api/server.ts'
 import {
   groupRow,
   membershipRow,
+  ORG_A,
+  ORG_B,
   organizationRow,
   providerRow,
   record,
@@ -109,3 +120,115 @@ describe('organizations in shared files', () => {
     }
   }, 120_000)
 })
+
+describe(
+  'a live generation of shared files, and the rebuilds built aside',
+  { timeout: 300_000 },
+  () => {
+    let kafka: StartedKafka | undefined
+    let live: Projector | undefined
+    let liveDir: string
+    const LIVE_ORGS = [ORG_A, ORG_B]
+    const PROVIDERS = 5
+    const liveProvider = (o: number, i: number) => uuid(0x9000 + o * 100 + i)
+
+    const env = (): Record<string, string> => ({
+      DATA_DIR: liveDir,
+      KAFKA_BROKERS: kafka!.brokers.join(','),
+      KAFKA_GROUP_ID: 'it-shared-files',
+      ADMIN_PORT: '0',
+      LOG_LEVEL: 'warn',
+      ORGANIZATION_FILES: '1',
+    })
+
+    beforeAll(async () => {
+      kafka = await startKafka()
+      liveDir = mkdtempSync(join(tmpdir(), 'replica-shared-live-'))
+      dirs.push(liveDir)
+      const producer = kafkaClient(kafka.brokers).producer()
+      await producer.connect()
+      let lsn = 100
+      for (const [o, org] of LIVE_ORGS.entries()) {
+        const records = [record({ table: 'organizations', op: 'r', after: organizationRow(org) })]
+        for (let i = 0; i < PROVIDERS; i++) {
+          records.push(
+            record({
+              table: 'providers',
+              op: 'r',
+              after: providerRow(liveProvider(o, i), org),
+              lsn: lsn++,
+            }),
+          )
+        }
+        for (const r of records) {
+          await producer.send({
+            topic: r.topic,
+            messages: [{ key: JSON.stringify(r.key), value: JSON.stringify(r.value) }],
+          })
+        }
+      }
+      await producer.disconnect()
+      live = createProjector({
+        config: loadProjectorConfig(env()),
+        logger: pino({ level: 'silent' }),
+      })
+      await live.startKafka()
+      const deadline = Date.now() + 60_000
+      while ((await fetch(`${live.adminAddress()!}/readyz`)).status !== 200) {
+        if (Date.now() > deadline) throw new Error('the live projector did not catch up')
+        await sleep(200)
+      }
+    })
+
+    afterAll(async () => {
+      await live?.stop()
+      await kafka?.stop()
+    })
+
+    const rebuild = (args: string[]) =>
+      runEntry('projector/main.ts', ['--rebuild', ...args], env(), 180_000)
+
+    it('keeps both organizations in the one shared file', () => {
+      const generation = currentGeneration(liveDir)!
+      expect(readdirSync(generation.organizationsDir).filter((f) => f.endsWith('.db'))).toEqual([
+        'shared-0000.db',
+      ])
+    })
+
+    it('a dry run compares each organization alone, and finds a document changed behind its back', async () => {
+      const faithful = await rebuild(['--dry-run', '--json'])
+      expect(faithful.code).toBe(0)
+      const report = JSON.parse(faithful.stdout) as RebuildReport
+      expect(report).toMatchObject({ dryRun: true, changed: false })
+      expect(report.organizations.map((o) => o.organizationId).sort()).toEqual([ORG_A, ORG_B])
+      for (const organization of report.organizations) {
+        const providers = organization.resources.find((r) => r.resource === 'providers')!
+        expect(providers.equal).toBe(PROVIDERS)
+      }
+
+      // One of A's documents altered in the shared file: A's report says so, B's does not.
+      const generation = currentGeneration(liveDir)!
+      const db = new Database(generation.sharedPath('shared-0000.db'))
+      db.prepare(
+        `UPDATE doc_providers SET body = replace(body, 'Lovelace', 'Byron') WHERE id = ?`,
+      ).run(liveProvider(0, 0))
+      db.close()
+      const drifted = await rebuild(['--dry-run', '--json'])
+      expect(drifted.code).toBe(1)
+      const changed = (JSON.parse(drifted.stdout) as RebuildReport).organizations.map((o) => [
+        o.organizationId,
+        o.resources.find((r) => r.resource === 'providers')!.changed.ids,
+      ])
+      expect(changed.sort()).toEqual([
+        [ORG_A, [liveProvider(0, 0)]],
+        [ORG_B, []],
+      ])
+    })
+
+    it('refuses to rebuild one organization of a shared file, naming what to run instead', async () => {
+      const run = await rebuild(['--org', ORG_A])
+      expect(run.code).toBe(2)
+      expect(run.stderr).toMatch(/shared files \(ORGANIZATION_FILES\).*--rebuild/)
+    })
+  },
+)
