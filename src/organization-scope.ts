@@ -71,6 +71,8 @@ export function scopeConnection(
       },
     }
   }
+  // In memory: SQLite would back the temporary database with a file of its own per connection.
+  db.pragma('temp_store = MEMORY')
   db.exec(`CREATE TEMP TABLE organization_scope (key INTEGER NOT NULL)`)
   db.prepare(`INSERT INTO temp.organization_scope (key) VALUES (?)`).run(NO_ORGANIZATION)
   for (const table of organizationScopedTables) {
