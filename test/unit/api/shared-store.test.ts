@@ -1,0 +1,94 @@
+// api/store.ts over a generation of files shared by organizations: the organizations of a file
+// read through one connection, each in its own scope, with pages cached for each apart.
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { afterAll, describe, expect, it } from 'vitest'
+import { PageCache } from '../../../api/page-cache.ts'
+import { OrganizationFiles, type OrganizationFile } from '../../../api/store.ts'
+import { decodeRecord } from '../../../projector/decode/decode.ts'
+import {
+  createFromImage,
+  openOrganizationFile,
+  type OrganizationEvent,
+} from '../../../projector/storage/organization-file.ts'
+import { prepareGeneration } from '../../../src/layout.ts'
+import { createLogger } from '../../../src/log.ts'
+import { providerRow, record, uuid } from '../../support/debezium.ts'
+
+const dir = mkdtempSync(join(tmpdir(), 'api-shared-store-'))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+const [A, B, C] = [uuid(0xa), uuid(0xb), uuid(0xc)]
+const FILE = 'shared-0000.db'
+
+/** One shared file with a provider of A and two of B; C has no rows. */
+function generationOfOneSharedFile() {
+  const generation = prepareGeneration(dir, 'g1')
+  const path = generation.sharedPath(FILE)
+  createFromImage(path, false, 'shared')
+  const file = openOrganizationFile(FILE, path, { offsetGuard: false })
+  const events = [
+    [uuid(1), A],
+    [uuid(2), B],
+    [uuid(3), B],
+  ].map(([id, org]) => {
+    const decoded = decodeRecord(
+      record({ table: 'providers', op: 'c', after: providerRow(id!, org!) }),
+      'product',
+    )
+    if (decoded.kind !== 'change') throw new Error('not a change')
+    return { change: decoded.change, origin: { topic: 't', partition: 0, offset: 0 } }
+  }) as OrganizationEvent[]
+  file.apply(events, new Date(), () => {})
+  file.close()
+  return generation
+}
+
+const ids = (file: OrganizationFile) =>
+  file.rows({ sql: 'SELECT id FROM doc_providers ORDER BY id', args: [] }).map((r) => r[0])
+
+describe('the api over a shared file', () => {
+  const generation = generationOfOneSharedFile()
+  const files = new OrganizationFiles(
+    generation,
+    2,
+    createLogger('test', 'silent'),
+    new PageCache(1 << 20),
+    () => 1,
+  )
+  const ref = (organizationId: string) => ({ organizationId, organizationFile: null })
+
+  it('reads each organization through one connection, in its own scope', () => {
+    expect(files.read(ref(A), ids)).toEqual([uuid(1)])
+    expect(files.read(ref(B), ids)).toEqual([uuid(2), uuid(3)])
+    // A again after B: the connection is scoped back to A.
+    expect(files.read(ref(A), ids)).toEqual([uuid(1)])
+    expect(files.size).toBe(1)
+  })
+
+  it('shows an organization with no rows there nothing, and does not keep its handle', () => {
+    expect(files.read(ref(C), ids)).toEqual([])
+    expect(files.read(ref(B), ids)).toEqual([uuid(2), uuid(3)])
+  })
+
+  it('keeps the connection while one of its organizations is held, and closes it after the last', () => {
+    // Two handles at most: C's would not be kept, a third organization's evicts the oldest (A).
+    files.read(ref(B), ids)
+    files.read(ref(A), ids)
+    expect(files.size).toBe(1)
+    files.close()
+    expect(files.size).toBe(0)
+    expect(files.read(ref(B), ids)).toEqual([uuid(2), uuid(3)])
+    files.close()
+  })
+
+  it('refuses to read another organization inside an organization’s snapshot', () => {
+    files.read(ref(B), (b) =>
+      b.snapshot(() => {
+        expect(() => files.read(ref(A), ids)).toThrow()
+      }),
+    )
+    files.close()
+  })
+})
