@@ -205,6 +205,9 @@ export class OrganizationFiles {
   readonly #open = new Map<string, OrganizationFile>()
   /** The connections to shared files, by name, while a handle uses them. */
   readonly #shared = new Map<string, FileConnection>()
+  /** Handles in `#open` with a connection of their own, counted as they come and go: `size` is
+   * read with every response. */
+  #ownConnections = 0
 
   /** `sharedFiles`: the files the generation's organizations share (0: each has its own). */
   constructor(
@@ -223,10 +226,7 @@ export class OrganizationFiles {
 
   /** Connections open: one per organization with a file of its own, one per shared file. */
   get size(): number {
-    let own = 0
-    for (const file of this.#open.values())
-      if (file.name === null || !isSharedFileName(file.name)) own++
-    return own + this.#shared.size
+    return this.#ownConnections + this.#shared.size
   }
 
   /**
@@ -296,6 +296,7 @@ export class OrganizationFiles {
     // that the next request, after its first rows, finds its key.
     if (file.pages === NO_ROWS_YET) return file
     this.#open.set(organizationId, file)
+    if (!inSharedFile(file)) this.#ownConnections++
     while (this.#open.size > this.#max) {
       const [oldest] = this.#open.keys()
       if (oldest === undefined) break
@@ -332,10 +333,15 @@ export class OrganizationFiles {
     if (file === undefined) return
     this.#open.delete(organizationId)
     file.close()
-    if (file.closed && file.name !== null) this.#shared.delete(file.name)
+    if (!inSharedFile(file)) this.#ownConnections--
+    else if (file.closed) this.#shared.delete(file.name!)
   }
 
   close(): void {
     for (const id of [...this.#open.keys()]) this.#forget(id)
   }
+}
+
+function inSharedFile(file: OrganizationFile): boolean {
+  return file.name !== null && isSharedFileName(file.name)
 }
