@@ -3,8 +3,7 @@
 // key's organization, so the only file it can read is that organization's. In a generation of
 // files shared by organizations (src/organization-files.ts) the organizations of a file share one
 // connection to it, scoped (src/organization-scope.ts) to the organization of each read as it
-// begins, outside any transaction: reads are synchronous, so no other request's read comes
-// between. A connection of its own for each organization held the same statements and schema 30
+// begins: reads are synchronous, so no other request's read comes between. A connection of its own for each organization held the same statements and schema 30
 // times over, and served 0.61-0.63x the requests over 3,000 organizations in 100 files that it
 // served over seven (bench:tenants).
 //
@@ -72,8 +71,7 @@ class FileConnection {
 
   /**
    * Scopes the connection to the organization numbered `key` (a file of its own needs nothing).
-   * Outside a transaction only, where no rollback can undo it; inside one, the scope is the one
-   * its read began with, and must be this organization's.
+   * Inside a snapshot the scope is the one its read began with, and must be this organization's.
    */
   enter(key: number): void {
     if (this.#key === key) return

@@ -3,9 +3,9 @@
 // A file of its own holds one organization: the file is the scope, and a connection reads its
 // tables as they are. A file shared by small organizations (docs/many-organizations.md) holds
 // several, each row carrying its organization's key (schema/organization-db.ts
-// `organization_key`), and every connection to it holds a one-row temporary table naming the
-// organization in scope and, for each table, a temporary view of that organization's rows named
-// as the table. SQLite resolves an unqualified name to the temporary view first, so every read the
+// `organization_key`), and every connection to it has a function naming the organization in
+// scope (`organization_in_scope()`, defined on that connection alone) and, for each table, a
+// temporary view of that organization's rows named as the table. SQLite resolves an unqualified name to the temporary view first, so every read the
 // documents and the api make (their statements unchanged) sees one organization, and a reference
 // to another organization's row (a membership naming its group) finds nothing, as it does across
 // files. Views refuse writes: the projector's writes name the `main.` tables and carry the key.
@@ -17,6 +17,9 @@ import type { SqliteDatabase } from './sqlite.ts'
 
 /** `own`: a file of one organization; `shared`: a file of several (replica_meta `layout`). */
 export type FileLayout = 'own' | 'shared'
+
+/** The function a shared file's views read the organization in scope from. */
+const SCOPE_FUNCTION = 'organization_in_scope'
 
 /** The key of no organization: a shared connection's scope until it is entered. */
 export const NO_ORGANIZATION = 0
@@ -37,8 +40,8 @@ export interface OrganizationScope {
   /** The key of the organization in scope (file_organizations). */
   readonly key: number
   /**
-   * Scopes the connection's reads to the organization numbered `key`. Written on every call: a
-   * rolled-back transaction also undoes the scope it set, so a remembered key could be stale.
+   * Scopes the connection's reads to the organization numbered `key`, from the next statement
+   * on. Nothing is written: no rollback undoes it.
    */
   enter(key: number): void
 }
@@ -71,25 +74,23 @@ export function scopeConnection(
       },
     }
   }
-  // In memory: SQLite would back the temporary database with a file of its own per connection.
-  db.pragma('temp_store = MEMORY')
-  db.exec(`CREATE TEMP TABLE organization_scope (key INTEGER NOT NULL)`)
-  db.prepare(`INSERT INTO temp.organization_scope (key) VALUES (?)`).run(NO_ORGANIZATION)
+  // A function, not a one-row table: setting the scope wrote a row, about 7 µs an api request
+  // when the organizations of a file share its connection (api/store.ts), and a rollback undid it.
+  // SQLite evaluates it once per statement where it seeks an index with it.
+  let key = NO_ORGANIZATION
+  db.function(SCOPE_FUNCTION, { deterministic: false }, () => key)
   for (const table of organizationScopedTables) {
     db.exec(
       `CREATE TEMP VIEW "${table}" AS SELECT * FROM main."${table}"
-        WHERE organization_key = (SELECT key FROM temp.organization_scope)`,
+        WHERE organization_key = ${SCOPE_FUNCTION}()`,
     )
   }
-  const set = db.prepare<[number]>(`UPDATE temp.organization_scope SET key = ?`)
-  let key = NO_ORGANIZATION
   return {
     layout,
     get key() {
       return key
     },
     enter(next) {
-      set.run(next)
       key = next
     },
   }
