@@ -383,7 +383,8 @@ class InlineApplier implements Applier {
     }
     if (built.size > 0) {
       this.#options.logger.info(
-        { organizations: built.size, documents: build.built.rewritten },
+        // Files: an organization's own, or one several share (ORGANIZATION_FILES).
+        { files: built.size, documents: build.built.rewritten },
         'built the documents of organizations loaded in bulk as their last round committed',
       )
     }

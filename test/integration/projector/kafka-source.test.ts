@@ -367,7 +367,7 @@ describe('projector on Kafka', () => {
       )
       expect(atCommit).toHaveLength(1)
       // Every organization in the topics: these, and the earlier tests'.
-      expect(atCommit[0]!.organizations).toBeGreaterThanOrEqual(organizations.length)
+      expect(atCommit[0]!.files).toBeGreaterThanOrEqual(organizations.length)
       // The catch-up build (one line per organization it opens) had nothing left to build.
       expect(
         lines.filter((l) => l.msg === 'built the documents of an organization loaded in bulk'),
