@@ -62,28 +62,18 @@ export function scopeConnection(
   db: SqliteDatabase,
   layout: FileLayout = fileLayout(db),
 ): OrganizationScope {
-  if (layout === 'own') {
-    let key = OWN_ORGANIZATION
-    return {
-      layout,
-      get key() {
-        return key
-      },
-      enter(next) {
-        key = next
-      },
+  let key = layout === 'own' ? OWN_ORGANIZATION : NO_ORGANIZATION
+  if (layout === 'shared') {
+    // A function, not a one-row table: setting the scope wrote a row, about 7 µs an api request
+    // when the organizations of a file share its connection (api/store.ts), and a rollback undid
+    // it. SQLite evaluates it once per statement where it seeks an index with it.
+    db.function(SCOPE_FUNCTION, { deterministic: false }, () => key)
+    for (const table of organizationScopedTables) {
+      db.exec(
+        `CREATE TEMP VIEW "${table}" AS SELECT * FROM main."${table}"
+          WHERE organization_key = ${SCOPE_FUNCTION}()`,
+      )
     }
-  }
-  // A function, not a one-row table: setting the scope wrote a row, about 7 µs an api request
-  // when the organizations of a file share its connection (api/store.ts), and a rollback undid it.
-  // SQLite evaluates it once per statement where it seeks an index with it.
-  let key = NO_ORGANIZATION
-  db.function(SCOPE_FUNCTION, { deterministic: false }, () => key)
-  for (const table of organizationScopedTables) {
-    db.exec(
-      `CREATE TEMP VIEW "${table}" AS SELECT * FROM main."${table}"
-        WHERE organization_key = ${SCOPE_FUNCTION}()`,
-    )
   }
   return {
     layout,
