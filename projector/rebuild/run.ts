@@ -132,14 +132,7 @@ export async function rebuildAside(
         ...(deps.signal === undefined ? {} : { signal: deps.signal }),
         clock,
       })
-      const liveFiles = readOrganizationFiles(live.controlPath)
-      const livePath = (id: string) => {
-        const path =
-          sharedFiles > 0
-            ? live.sharedPath(sharedFileOf(id, sharedFiles))
-            : live.organizationPath(id, liveFiles.get(id))
-        return existsSync(path) ? path : undefined
-      }
+      const livePath = liveOrganizationPaths(live)
       const organizations =
         wanted ?? new Set([...built.organizations, ...organizationsWithRows(live)])
       const reports: OrganizationReport[] = []
@@ -284,6 +277,22 @@ export function organizationsWithRows(live: Generation): string[] {
     return db.prepare<[], string>('SELECT organization_id FROM route_organizations').pluck().all()
   } finally {
     db.close()
+  }
+}
+
+/**
+ * The live file of an organization, its own or the one it shares, read once from control.db;
+ * undefined when there is none.
+ */
+export function liveOrganizationPaths(live: Generation): (id: string) => string | undefined {
+  const files = readOrganizationFiles(live.controlPath)
+  const sharedFiles = readSharedFiles(live.controlPath)
+  return (id) => {
+    const path =
+      sharedFiles > 0
+        ? live.sharedPath(sharedFileOf(id, sharedFiles))
+        : live.organizationPath(id, files.get(id))
+    return existsSync(path) ? path : undefined
   }
 }
 

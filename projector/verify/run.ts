@@ -30,11 +30,12 @@ import {
   type Generation,
 } from '../../src/layout.ts'
 import { isSharedFileName, sharedFileOf } from '../../src/organization-files.ts'
-import { readOrganizationFiles, readSharedFiles } from '../storage/control-file.ts'
+import { readSharedFiles } from '../storage/control-file.ts'
 import { documentDifferences, IDS_PER_LIST } from '../documents/index.ts'
 import { processAlive } from '../rebuild/lock.ts'
 import {
   knownOrganizations,
+  liveOrganizationPaths,
   organizationsWithRows,
   rebuildAside,
   removeRebuildLeftovers,
@@ -352,15 +353,7 @@ async function checkPass(
       timeoutMs: config.catchUpTimeoutMs,
       ...(deps.signal === undefined ? {} : { signal: deps.signal }),
     })
-    const liveFiles = readOrganizationFiles(live.controlPath)
-    const sharedFiles = readSharedFiles(live.controlPath)
-    const livePath = (id: string) => {
-      const path =
-        sharedFiles > 0
-          ? live.sharedPath(sharedFileOf(id, sharedFiles))
-          : live.organizationPath(id, liveFiles.get(id))
-      return existsSync(path) ? path : undefined
-    }
+    const livePath = liveOrganizationPaths(live)
     const builtIds = new Set(expected.organizations)
     const ids = organizations ?? [
       ...new Set([...expected.organizations, ...organizationsWithRows(live)]),
