@@ -33,6 +33,12 @@ export interface StartedConnect {
   logFile: string
   /** GET /connectors/<name>/status. */
   status(): Promise<ConnectorStatus>
+  /**
+   * Restarts the connector's FAILED tasks, as an operator would (KIP-745's
+   * `restart?includeTasks=true&onlyFailed=true`); resolves to the traces' first lines of those
+   * that had failed, empty when none had.
+   */
+  restartFailedTasks(): Promise<string[]>
   stop(): Promise<void>
 }
 
@@ -146,6 +152,18 @@ export async function startConnect(options: ConnectOptions): Promise<StartedConn
     return body as ConnectorStatus
   }
 
+  const restartFailedTasks = async (): Promise<string[]> => {
+    const failed = [...(await statusOf()).tasks].filter((task) => task.state === 'FAILED')
+    if (failed.length === 0) return []
+    const { status, body } = await rest(
+      `${restUrl}/connectors/${connector.name}/restart?includeTasks=true&onlyFailed=true`,
+      { method: 'POST' },
+    )
+    if (status !== 202 && status !== 204)
+      throw new HarnessError(`connector restart ${status}: ${JSON.stringify(body)}`)
+    return failed.map((task) => `task ${task.id}: ${task.trace?.split('\n')[0] ?? 'no trace'}`)
+  }
+
   try {
     // Jetty answers 404 until the REST resources are registered: wait for a real 200.
     const restReady = async (): Promise<true | undefined> =>
@@ -192,5 +210,5 @@ export async function startConnect(options: ConnectOptions): Promise<StartedConn
     await stop()
     throw error
   }
-  return { restUrl, connector, logFile, status: statusOf, stop }
+  return { restUrl, connector, logFile, status: statusOf, restartFailedTasks, stop }
 }

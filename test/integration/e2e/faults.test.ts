@@ -79,7 +79,7 @@ describe('end to end under faults', { timeout: 300_000 }, () => {
   // a working pipeline instead of failing it too.
   beforeEach(async (context) => {
     if (context.task.name.startsWith('the projector started before Kafka')) return
-    if (!pipeline.kafka.brokerRunning()) await pipeline.kafka.startBroker()
+    if (!pipeline.kafka.brokerRunning()) await pipeline.startBroker()
     if (pipeline.projector === undefined || pipeline.projector.proc.exitCode() !== null) {
       await pipeline.startMainProjector()
     }
@@ -183,7 +183,7 @@ describe('end to end under faults', { timeout: 300_000 }, () => {
     expect(early.body.error.code).toBe('api_temporarily_unavailable')
     expect(started.proc.exitCode()).toBeNull()
 
-    await pipeline.kafka.startBroker()
+    await pipeline.startBroker()
     const brokerUp = performance.now()
     await pipeline.eventually(
       'the snapshot row and the row written while Kafka was down',
@@ -290,7 +290,7 @@ describe('end to end under faults', { timeout: 300_000 }, () => {
     expect(await providerOf(sample.id)).toEqual(sample)
     expect(projector().proc.exitCode()).toBeNull()
 
-    await pipeline.kafka.startBroker()
+    await pipeline.startBroker()
     const brokerUp = performance.now()
     await expectBulkServed('Outage', expected)
     recoveries.add('kafka-restart', performance.now() - brokerUp)

@@ -245,7 +245,7 @@ describe('freshness end to end', { timeout: 300_000 }, () => {
         status: 'stale',
       })
     } finally {
-      await pipeline.kafka.startBroker()
+      await pipeline.startBroker()
     }
     await pipeline.eventually(
       'the strict api to be ready again',
