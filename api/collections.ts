@@ -177,14 +177,25 @@ export interface PageRead {
   readonly next: Position | undefined
 }
 
-const NO_BODIES = Buffer.alloc(0)
+/** A page with no rows: what `readPage` gives past the list's last row. */
+export const EMPTY_PAGE: PageRead = { bodies: Buffer.alloc(0), versions: '', next: undefined }
+
+/**
+ * The position of the list's last row with these filters, `updated_since` aside (none: the list
+ * is empty): a poll whose `updated_since` is past its stamp has an empty page (pageSql's start is
+ * `stamp >= updated_since`).
+ */
+export function lastPositionSql(collection: Collection, view: View, filters: Filters): Sql {
+  const { updatedSince: _since, ...others } = filters
+  return pageSql(collection, view, others, undefined, 1).tail
+}
 
 /** Reads one page of `page`, all of its statements in one snapshot of the file. */
 export function readPage(file: PageReader, page: PageSql): PageRead {
   return file.snapshot(() => {
     const [last, following] = file.rows(page.edge) as Position[]
     const end = last ?? (file.rows(page.tail)[0] as Position | undefined)
-    if (end === undefined) return { bodies: NO_BODIES, versions: '', next: undefined }
+    if (end === undefined) return EMPTY_PAGE
     const [bodies, versions] = file.rows(page.bodies(end))[0] as [Buffer, string]
     return { bodies, versions, next: following === undefined ? undefined : end }
   })

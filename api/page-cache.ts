@@ -19,9 +19,17 @@
 // cost a body of its own (about 130 KB for 50 providers, fresh memory, copied once more than a
 // response built in a reused buffer) and pushed out pages that are asked for again. A page asked
 // for twice (the first page many clients poll) is kept from its second read on.
+//
+// Quiet polls: each file also remembers, per list (its filters but `updated_since`), where the
+// list ends at the file's current version. A poll whose `updated_since` is past that end (most
+// polls: nothing changed since the last) has an empty page, known without reading one.
+
+import type { Position } from './cursor.ts'
 
 /** Keys a file remembers as read once (`FilePages.askedAgain`): some 100 bytes each. */
 const MISSED_ONCE_MAX = 1024
+/** Lists (list, view and filters) whose last position a file remembers: a handful in practice. */
+const LAST_POSITIONS_MAX = 64
 
 interface CachedPage {
   readonly body: Buffer
@@ -93,6 +101,8 @@ export class FilePages {
   readonly #entries = new Map<string, CachedPage>()
   /** Keys read once at the current version and not kept (`askedAgain`). */
   readonly #missedOnce = new Set<string>()
+  /** Each list's last position at the current version (null: the list is empty). */
+  readonly #lastPositions = new Map<string, Position | null>()
   #version: number | undefined
 
   constructor(cache: PageCache) {
@@ -165,10 +175,28 @@ export class FilePages {
     this.#cache.add(entry)
   }
 
+  /**
+   * The last position of the list under `key` as read from the file at `version`: null when the
+   * list was empty then, undefined when it is not known at that version.
+   */
+  lastPosition(version: number, key: string): Position | null | undefined {
+    this.#settle(version)
+    return this.#lastPositions.get(key)
+  }
+
+  /** Remembers the last position of the list under `key`, read from the file at `version`. */
+  setLastPosition(version: number, key: string, position: Position | null): void {
+    if (!this.#cache.enabled) return
+    this.#settle(version)
+    if (this.#lastPositions.size >= LAST_POSITIONS_MAX) this.#lastPositions.clear()
+    this.#lastPositions.set(key, position)
+  }
+
   /** Drops every page (the file is closed). */
   clear(): void {
     for (const entry of [...this.#entries.values()]) entry.forget()
     this.#missedOnce.clear()
+    this.#lastPositions.clear()
     this.#version = undefined
   }
 

@@ -25,6 +25,7 @@ import {
 import { openForReading, type SqliteDatabase } from '../src/sqlite.ts'
 import { unavailable } from './errors.ts'
 import type { Sql } from './collections.ts'
+import type { Position } from './cursor.ts'
 import { type FilePages, PageCache } from './page-cache.ts'
 
 class UnusableFile extends Error {}
@@ -152,6 +153,29 @@ export class OrganizationFile {
       const body = read(kept)
       if (kept) this.pages.set(version, key, body)
       return { body, hit: false }
+    })
+  }
+
+  /**
+   * The last position of the list under `key` at the file's current state (undefined: the list is
+   * empty), read by `read` once per state, as `cachedPage` reads a page; `hit`: known without
+   * reading the file.
+   */
+  lastPosition(
+    key: string,
+    read: () => Position | undefined,
+  ): { last: Position | undefined; hit: boolean } {
+    if (!this.#connection.db.inTransaction) {
+      const known = this.pages.lastPosition(this.dataVersion(), key)
+      if (known !== undefined) return { last: known ?? undefined, hit: true }
+    }
+    return this.snapshot(() => {
+      const version = this.dataVersion()
+      const known = this.pages.lastPosition(version, key)
+      if (known !== undefined) return { last: known ?? undefined, hit: true }
+      const last = read()
+      this.pages.setLastPosition(version, key, last ?? null)
+      return { last, hit: false }
     })
   }
 

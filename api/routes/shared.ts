@@ -7,6 +7,8 @@ import { canSeeSensitive, type Principal } from '../auth.ts'
 import {
   type Collection,
   detailSql,
+  EMPTY_PAGE,
+  lastPositionSql,
   type PageRead,
   type PageReader,
   pageSql,
@@ -66,6 +68,11 @@ export interface ListRequest {
   readonly after: Position | undefined
   /** The page cache's key of the page (listPageKey). */
   readonly pageKey: string
+  /**
+   * A poll from the start of its `updated_since` (no cursor): the key of its list, filters but
+   * `updated_since` (`cursorBinding`), whose last position tells whether the page is empty.
+   */
+  readonly pollOf: string | undefined
 }
 
 /** Parsed list requests kept per route context, by organization, list, view and URL. */
@@ -105,7 +112,20 @@ export function listRequest(
       )
     }
   }
-  const checked = { query, binding, after, pageKey: listPageKey(binding, after, query.limit) }
+  const pollOf =
+    query.filters.updatedSince === undefined || after !== undefined
+      ? undefined
+      : cursorBinding(principal.organizationId, list, view, {
+          ...query.filters,
+          updatedSince: undefined,
+        })
+  const checked = {
+    query,
+    binding,
+    after,
+    pageKey: listPageKey(binding, after, query.limit),
+    pollOf,
+  }
   if (parsed.size >= PARSED_LISTS_MAX) parsed.clear()
   parsed.set(memoKey, checked)
   return checked
@@ -160,7 +180,7 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
   app.get(collection.path, { config: { scope: collection.scope } }, (request, reply) => {
     const { principal, served } = caller(request)
     const view = viewOf(collection, principal)
-    const { query, binding, after, pageKey } = listRequest(
+    const { query, binding, after, pageKey, pollOf } = listRequest(
       ctx,
       principal,
       collection.list,
@@ -178,6 +198,24 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
       const cursor = cursorOf(page)
       const tag = listPageTag(bodyColumn, page.versions, cursor)
       return sendBuilt(ctx, reply, (allocate) => listBody(page.bodies, cursor, allocate), tag)
+    }
+    // A poll past the end of its list (most polls: nothing changed since the last one) is empty,
+    // known from where the list ends at the file's current state, read once per state: the same
+    // bytes and tag as the page read from the file, without reading it.
+    if (pollOf !== undefined) {
+      const since = query.filters.updatedSince!
+      const { last, hit } = served.organizations.read(principal, (file) =>
+        file.lastPosition(
+          pollOf,
+          () =>
+            file.rows(lastPositionSql(collection, view, query.filters))[0] as Position | undefined,
+        ),
+      )
+      if (last === undefined || last[0]! < since) {
+        ctx.metrics.pageCacheLookup(hit)
+        const tag = listPageTag(bodyColumn, EMPTY_PAGE.versions, null)
+        return sendBuilt(ctx, reply, (allocate) => listBody(EMPTY_PAGE.bodies, null, allocate), tag)
+      }
     }
     // A body the cache keeps is built in a buffer of its own and sent again and again with its
     // tag; one it does not is built in a slab, reused once its response is done.

@@ -198,6 +198,61 @@ describe('page cache', () => {
     expect(await lookups()).toEqual({ hit: beforeA.hit + 1, miss: beforeA.miss })
   })
 
+  it('answers a poll past the end of its list without reading a page, as the file would, and serves the next change at once', async () => {
+    const uncached = await startApi(dataDir, {
+      env: {
+        PAGE_CACHE_MB: '0',
+        RATE_LIMIT_PER_KEY: '1000000',
+        RATE_LIMIT_PER_ORGANIZATION: '1000000',
+      },
+    })
+    try {
+      const stamps = (
+        JSON.parse(await page('/providers?limit=200', keys.base)) as {
+          data: { updatedAt: string }[]
+        }
+      ).data.map((p) => Date.parse(p.updatedAt))
+      const past = (ms: number) => new Date(Math.max(...stamps) + ms).toISOString()
+
+      const before = await lookups()
+      const quiet = await api.get(`/providers?updated_since=${past(1)}`, keys.base.raw)
+      // Another watermark, so another URL: no page of it was ever read, yet nothing is read.
+      const again = await api.get(`/providers?updated_since=${past(2)}`, keys.base.raw)
+      expect(await lookups()).toEqual({ hit: before.hit + 1, miss: before.miss + 1 })
+      // The same bytes and tag as the empty page an api without the cache reads from the file.
+      const fromFile = await uncached.get(`/providers?updated_since=${past(1)}`, keys.base.raw)
+      const quietBody = await quiet.text()
+      expect(quietBody).toBe(await fromFile.text())
+      expect(JSON.parse(quietBody)).toEqual({ data: [], nextCursor: null })
+      expect(quiet.headers.get('etag')).toBe(fromFile.headers.get('etag'))
+      expect(await again.text()).toBe(quietBody)
+
+      // Inclusive: a poll from the list's last stamp has its last row.
+      expect(idsOf(await page(`/providers?updated_since=${past(0)}`, keys.base))).toHaveLength(1)
+      const sensitivePoll = `/providers?updated_since=${past(1)}`
+      expect(await page(sensitivePoll, keys.sensitive)).toBe(
+        await (await uncached.get(sensitivePoll, keys.sensitive.raw)).text(),
+      )
+
+      // A provider committed after the watermark is in the very next poll of it.
+      applier.applyBatch([providerRecord(uuid(7), ORG_A)])
+      // Where a list ends depends on its filters: an empty list (no inactive provider), asked
+      // first at this state of the file, says nothing of the active ones.
+      expect(
+        idsOf(await page(`/providers?active=false&updated_since=${past(-1e9)}`, keys.base)),
+      ).toEqual([])
+      expect(
+        idsOf(await page(`/providers?active=true&updated_since=${past(1)}`, keys.base)),
+      ).toEqual([uuid(7)])
+      expect(idsOf(await page(`/providers?updated_since=${past(1)}`, keys.base))).toEqual([uuid(7)])
+      expect(idsOf(await page(`/providers?updated_since=${past(1)}`, keys.sensitive))).toEqual([
+        uuid(7),
+      ])
+    } finally {
+      await uncached.close()
+    }
+  })
+
   it('still checks the key, its scope and its revocation on a cached page', async () => {
     const path = '/providers?limit=5'
     await page(path, keys.base)
