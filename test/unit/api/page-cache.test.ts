@@ -120,6 +120,30 @@ describe('PageCache', () => {
     expect(pages.askedAgain(1, 'k1024')).toBe(true)
   })
 
+  it("remembers where each list ends for one version of its file, an empty list's too", () => {
+    const cache = new PageCache(1000)
+    const [one, two] = [cache.forFile(), cache.forFile()]
+    one.setLastPosition(1, 'providers', ['2026-01-01T00:00:00.000Z', 'p9'])
+    one.setLastPosition(1, 'providers?active=false', null)
+    expect(one.lastPosition(1, 'providers')).toEqual(['2026-01-01T00:00:00.000Z', 'p9'])
+    expect(one.lastPosition(1, 'providers?active=false')).toBeNull()
+    expect(one.lastPosition(1, 'enrollments')).toBeUndefined()
+    // Another file's lists are its own.
+    expect(two.lastPosition(1, 'providers')).toBeUndefined()
+    // A commit to the file may move any list's end: every one is forgotten, for good.
+    expect(one.lastPosition(2, 'providers')).toBeUndefined()
+    expect(one.lastPosition(1, 'providers')).toBeUndefined()
+    // Nothing remembered with the cache off, nor after the file is closed.
+    const off = new PageCache(0).forFile()
+    off.setLastPosition(1, 'providers', null)
+    expect(off.lastPosition(1, 'providers')).toBeUndefined()
+    two.setLastPosition(1, 'providers', null)
+    two.clear()
+    expect(two.lastPosition(1, 'providers')).toBeUndefined()
+    // They cost the byte budget nothing.
+    expect(cache.bytes).toBe(0)
+  })
+
   it('keeps nothing at 0 bytes', () => {
     const cache = new PageCache(0)
     const pages = cache.forFile()
