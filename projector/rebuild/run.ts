@@ -36,7 +36,11 @@ import {
   type Generation,
 } from '../../src/layout.ts'
 import { sharedFileOf } from '../../src/organization-files.ts'
-import { readOrganizationFiles, readSharedFiles } from '../storage/control-file.ts'
+import {
+  readOrganizationFiles,
+  readRoutedOrganizations,
+  readSharedFiles,
+} from '../storage/control-file.ts'
 import { syncDirectory } from '../storage/durable.ts'
 import { compareDocumentFiles, type ResourceDiff } from '../documents/index.ts'
 import { buildAside } from './aside.ts'
@@ -272,12 +276,7 @@ function removedAll(livePath: string | undefined, organizationId: string): Resou
  */
 export function organizationsWithRows(live: Generation): string[] {
   if (readSharedFiles(live.controlPath) === 0) return organizationsWithFiles(live)
-  const db = new Database(live.controlPath, { readonly: true, fileMustExist: true })
-  try {
-    return db.prepare<[], string>('SELECT organization_id FROM route_organizations').pluck().all()
-  } finally {
-    db.close()
-  }
+  return readRoutedOrganizations(live.controlPath)
 }
 
 /**

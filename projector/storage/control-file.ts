@@ -111,6 +111,22 @@ export function readOrganizationFiles(path: string): Map<string, string> {
 /** replica_state's record of the files the generation's organizations share. */
 const SHARED_FILES_STATE = 'organization_files'
 
+/** Every organization a row was ever routed to, by its id. */
+const ROUTED_ORGANIZATIONS = 'SELECT organization_id FROM route_organizations'
+
+/**
+ * The organizations control.db has routed rows to, read on a connection of its own (a rebuild's
+ * or a verify's, beside the live projector).
+ */
+export function readRoutedOrganizations(path: string): string[] {
+  const db = new Database(path, { readonly: true, fileMustExist: true })
+  try {
+    return db.prepare<[], string>(ROUTED_ORGANIZATIONS).pluck().all()
+  } finally {
+    db.close()
+  }
+}
+
 /** The files a generation's organizations share, read from its control.db: 0 if none. */
 export function readSharedFiles(path: string): number {
   if (!existsSync(path)) return 0
@@ -237,8 +253,7 @@ export function openControlFile(path: string): ControlFile {
       return value === undefined ? undefined : Number(value)
     },
     recordSharedFiles: (files) => void putStateOnce.run(SHARED_FILES_STATE, String(files)),
-    routedOrganizations: () =>
-      db.prepare<[], string>('SELECT organization_id FROM route_organizations').pluck().all(),
+    routedOrganizations: () => db.prepare<[], string>(ROUTED_ORGANIZATIONS).pluck().all(),
     markCaughtUp(now) {
       putStateOnce.run('caught_up_at', now.toISOString())
     },
