@@ -262,8 +262,10 @@ async function measureApi(
     mix: { poll: 0.8, page: 0.15, detail: 0.05 },
     overlapMs: API_OVERLAP_MS,
   }
+  const before = await api.metrics()
   const saturated = await clientMix(plan, dir)
   log(mixLine('saturation', saturated))
+  log(pageCacheLine(before, await api.metrics()))
   const half = Math.max(1, Math.round(saturated.rps / 2))
   const apiHalf = await clientMix({ ...plan, rate: half }, dir)
   log(mixLine(`at ${half} req/s`, apiHalf))
@@ -272,6 +274,20 @@ async function measureApi(
       throw new Error(`api requests failed, the figures are not valid: ${r.firstFailure}`)
   }
   return { api: saturated, apiHalf }
+}
+
+/**
+ * The api's page-cache lookups between two scrapes of its metrics: a hit is a page (or a quiet
+ * poll's empty answer) not read from the file, which is what separates the datasets' costs.
+ */
+function pageCacheLine(before: string, after: string): string {
+  const delta = (result: string) => {
+    const name = `api_page_cache_lookups_total{result="${result}"}`
+    return metricSum(after, name) - metricSum(before, name)
+  }
+  const [hits, misses] = [delta('hit'), delta('miss')]
+  const share = hits + misses === 0 ? 0 : Math.round((100 * hits) / (hits + misses))
+  return `  page cache over that run: ${hits} hits, ${misses} misses (${share}% hits)`
 }
 
 /** The projector's batches between two scrapes of its metrics: how many, how big, how long. */
