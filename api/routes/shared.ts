@@ -201,17 +201,24 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
     }
     // A poll past the end of its list (most polls: nothing changed since the last one) is empty,
     // known from where the list ends at the file's current state, read once per state: the same
-    // bytes and tag as the page read from the file, without reading it.
-    if (pollOf !== undefined) {
-      const since = query.filters.updatedSince!
-      const { last, hit } = served.organizations.read(principal, (file) =>
-        file.lastPosition(
-          pollOf,
-          () =>
-            file.rows(lastPositionSql(collection, view, query.filters))[0] as Position | undefined,
-        ),
-      )
-      if (last === undefined || last[0]! < since) {
+    // bytes and tag as the page read from the file, without reading it. A poll whose page is
+    // cached goes to it directly: the end would cost it a second read of the file's version.
+    const end =
+      pollOf === undefined
+        ? undefined
+        : served.organizations.read(principal, (file) =>
+            file.pages.has(pageKey)
+              ? undefined
+              : file.lastPosition(
+                  pollOf,
+                  () =>
+                    file.rows(lastPositionSql(collection, view, query.filters))[0] as
+                      Position | undefined,
+                ),
+          )
+    if (end !== undefined) {
+      const { last, hit } = end
+      if (last === undefined || last[0]! < query.filters.updatedSince!) {
         ctx.metrics.pageCacheLookup(hit)
         const tag = listPageTag(bodyColumn, EMPTY_PAGE.versions, null)
         return sendBuilt(ctx, reply, (allocate) => listBody(EMPTY_PAGE.bodies, null, allocate), tag)
