@@ -28,6 +28,7 @@ import {
   rawQueryOf,
 } from '../params.ts'
 import type { ServedGeneration } from '../replica.ts'
+import type { OrganizationFile } from '../store.ts'
 import { type Allocate, ownedBuffer, type ResponseBuffers } from '../buffers.ts'
 import { etagOf, listPageTag, noneMatch } from '../etag.ts'
 
@@ -199,42 +200,36 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
       const tag = listPageTag(bodyColumn, page.versions, cursor)
       return sendBuilt(ctx, reply, (allocate) => listBody(page.bodies, cursor, allocate), tag)
     }
+    // The body of a page, built with its tag (kept beside it: a cached body is sent again with it).
+    const build = (page: PageRead, allocate: Allocate) => {
+      const cursor = cursorOf(page)
+      const body = listBody(page.bodies, cursor, allocate)
+      pageTags.set(body, listPageTag(bodyColumn, page.versions, cursor))
+      return body
+    }
     // A poll past the end of its list (most polls: nothing changed since the last one) is empty,
     // known from where the list ends at the file's current state, read once per state: the same
     // bytes and tag as the page read from the file, without reading it. A poll whose page is
     // cached goes to it directly: the end would cost it a second read of the file's version.
-    const end =
-      pollOf === undefined
-        ? undefined
-        : served.organizations.read(principal, (file) =>
-            file.pages.has(pageKey)
-              ? undefined
-              : file.lastPosition(
-                  pollOf,
-                  () =>
-                    file.rows(lastPositionSql(collection, view, query.filters))[0] as
-                      Position | undefined,
-                ),
-          )
-    if (end !== undefined) {
-      const { last, hit } = end
-      if (last === undefined || last[0]! < query.filters.updatedSince!) {
-        ctx.metrics.pageCacheLookup(hit)
-        const tag = listPageTag(bodyColumn, EMPTY_PAGE.versions, null)
-        return sendBuilt(ctx, reply, (allocate) => listBody(EMPTY_PAGE.bodies, null, allocate), tag)
-      }
+    const quietPoll = (file: OrganizationFile) => {
+      if (pollOf === undefined || file.pages.has(pageKey)) return undefined
+      const { last, hit } = file.lastPosition(
+        pollOf,
+        () =>
+          file.rows(lastPositionSql(collection, view, query.filters))[0] as Position | undefined,
+      )
+      if (last !== undefined && last[0]! >= query.filters.updatedSince!) return undefined
+      return { body: build(EMPTY_PAGE, responseAllocator(ctx, reply)), hit }
     }
     // A body the cache keeps is built in a buffer of its own and sent again and again with its
     // tag; one it does not is built in a slab, reused once its response is done.
-    const { body, hit } = served.organizations.read(principal, (file) =>
-      file.cachedPage(pageKey, (kept) => {
-        const page = read(file)
-        const cursor = cursorOf(page)
-        const allocate = kept ? ownedBuffer : responseAllocator(ctx, reply)
-        const built = listBody(page.bodies, cursor, allocate)
-        pageTags.set(built, listPageTag(bodyColumn, page.versions, cursor))
-        return built
-      }),
+    const { body, hit } = served.organizations.read(
+      principal,
+      (file) =>
+        quietPoll(file) ??
+        file.cachedPage(pageKey, (kept) =>
+          build(read(file), kept ? ownedBuffer : responseAllocator(ctx, reply)),
+        ),
     )
     ctx.metrics.pageCacheLookup(hit)
     const tag = pageTags.get(body)
