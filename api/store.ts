@@ -3,9 +3,10 @@
 // key's organization, so the only file it can read is that organization's. In a generation of
 // files shared by organizations (src/organization-files.ts) the organizations of a file share one
 // connection to it, scoped (src/organization-scope.ts) to the organization of each read as it
-// begins: reads are synchronous, so no other request's read comes between. A connection of its own for each organization held the same statements and schema 30
-// times over, and served 0.61-0.63x the requests over 3,000 organizations in 100 files that it
-// served over seven (bench:tenants).
+// begins: reads are synchronous, so no other request's read comes between. A connection of its
+// own for each organization held the same statements and schema 30 times over, and served
+// 0.61-0.63x the requests over 3,000 organizations in 100 files that it served over seven
+// (bench:tenants).
 //
 // A missing or unreadable file is the replica's fault, not the caller's: 503 api_unavailable.
 //

@@ -5,10 +5,11 @@
 // several, each row carrying its organization's key (schema/organization-db.ts
 // `organization_key`), and every connection to it has a function naming the organization in
 // scope (`organization_in_scope()`, defined on that connection alone) and, for each table, a
-// temporary view of that organization's rows named as the table. SQLite resolves an unqualified name to the temporary view first, so every read the
-// documents and the api make (their statements unchanged) sees one organization, and a reference
-// to another organization's row (a membership naming its group) finds nothing, as it does across
-// files. Views refuse writes: the projector's writes name the `main.` tables and carry the key.
+// temporary view of that organization's rows named as the table. SQLite resolves an unqualified
+// name to the temporary view first, so every read the documents and the api make (their
+// statements unchanged) sees one organization, and a reference to another organization's row (a
+// membership naming its group) finds nothing, as it does across files. Views refuse writes: the
+// projector's writes name the `main.` tables and carry the key.
 // A shared connection sees nothing until it is scoped.
 import { getTableColumns } from 'drizzle-orm'
 import { getTableConfig, SQLiteTable } from 'drizzle-orm/sqlite-core'

@@ -153,7 +153,7 @@ export async function startConnect(options: ConnectOptions): Promise<StartedConn
   }
 
   const restartFailedTasks = async (): Promise<string[]> => {
-    const failed = [...(await statusOf()).tasks].filter((task) => task.state === 'FAILED')
+    const failed = (await statusOf()).tasks.filter((task) => task.state === 'FAILED')
     if (failed.length === 0) return []
     const { status, body } = await rest(
       `${restUrl}/connectors/${connector.name}/restart?includeTasks=true&onlyFailed=true`,
