@@ -15,6 +15,7 @@ import {
   type FreshnessRecord,
 } from '../src/freshness.ts'
 import { currentGenerationName, generation, type Generation } from '../src/layout.ts'
+import { sharedFileOf } from '../src/organization-files.ts'
 import { openForReading, type SqliteDatabase } from '../src/sqlite.ts'
 import { hashKey, type KeyRecord } from './auth.ts'
 import { ApiError, temporarilyUnavailable, unavailable } from './errors.ts'
@@ -42,6 +43,8 @@ export class ServedGeneration {
   readonly organizations: OrganizationFiles
   readonly #control: SqliteDatabase
   readonly #lookup: Statement<[string], LookupRow>
+  /** The file that replaced a shared file's first, by the shared file's key (organization_files). */
+  readonly #sharedFileVersion: Statement<[string], string>
   readonly #dataVersion: Statement<[], number>
   /**
    * Lookups of known keys by raw key, valid for one `PRAGMA data_version` of control.db: any
@@ -83,6 +86,9 @@ export class ServedGeneration {
               LEFT JOIN organizations o ON o.id = k.organization_id
               LEFT JOIN organization_files f ON f.organization_id = k.organization_id`,
     )
+    this.#sharedFileVersion = control
+      .prepare<[string], string>('SELECT file FROM organization_files WHERE organization_id = ?')
+      .pluck()
     this.#dataVersion = control.prepare<[], number>('PRAGMA data_version').pluck(true)
     this.organizations = new OrganizationFiles(gen, openFilesMax, log, pages, () =>
       this.#sharedFiles(),
@@ -132,6 +138,14 @@ export class ServedGeneration {
    */
   lookup(keyHash: string): Lookup {
     const row = this.#controlRead(() => this.#lookup.get(keyHash)) as LookupRow
+    const sharedFiles = row.organizationId === null ? 0 : this.#sharedFiles()
+    if (row.organizationId !== null && sharedFiles > 0) {
+      // A shared file's row is its key's, not the organization's (schema/control-db.ts): the
+      // version a rebuild swapped in, or null for its first file. Read with the key, so a swap
+      // is seen by the next request, as an own file's is.
+      const fileKey = sharedFileOf(row.organizationId, sharedFiles)
+      row.organizationFile = this.#controlRead(() => this.#sharedFileVersion.get(fileKey)) ?? null
+    }
     const state = (row.state ?? '').split(',')
     const notReady = state.includes('maintenance')
       ? unavailable('the API is down for maintenance; try again later')
