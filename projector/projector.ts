@@ -232,24 +232,24 @@ class ProjectorProcess implements Projector {
     }, REPLACED_FILE_GRACE_MS).unref()
   }
 
-  /** Swaps in rebuilt organization files (storage/handover.ts), between two batches. */
+  /** Swaps in rebuilt files (storage/handover.ts), between two batches. */
   async #takeHandovers(requests: readonly HandoverRequest[]): Promise<void> {
     const a = this.#applier!
     const generation = this.#generation
     for (const request of requests) {
-      const { organizationId, file } = request
-      const current = a.control.organizationFile(organizationId)
+      const { fileKey, file, organizations } = request
+      const current = a.control.organizationFile(fileKey)
       // Taken already, by a run that stopped before removing the request.
       if (current === file) {
-        completeHandover(generation, organizationId)
+        completeHandover(generation, fileKey)
         continue
       }
-      const replaced = generation.organizationPath(organizationId, current)
-      const restamped = await a.replaceOrganizationFile(organizationId, file)
-      completeHandover(generation, organizationId)
+      const replaced = generation.filePath(fileKey, current)
+      const restamped = await a.replaceFile(fileKey, file)
+      completeHandover(generation, fileKey)
       this.#logger.info(
-        { organizationId, file, restamped, requestedBy: request.requestedBy },
-        'now serving a rebuilt organization file',
+        { fileKey, file, organizations, restamped, requestedBy: request.requestedBy },
+        'now serving a rebuilt file',
       )
       setTimeout(() => {
         for (const suffix of ['', ...SQLITE_SIDE_SUFFIXES]) {

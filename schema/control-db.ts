@@ -85,10 +85,14 @@ export const appliedOffsets = sqliteTable(
 )
 
 /**
- * The file that holds an organization's data, when it is not the default `<organizationId>.db`:
- * a per-organization rebuild builds a new file aside (`<organizationId>.<version>.db`) and the
- * projector points the organization at it (projector/storage/handover.ts). SQLite files must not be
- * renamed over while open, so a swap is a new name, and readers follow this row.
+ * The file that holds an organization's data, when it is not the first one: a per-organization
+ * rebuild builds a new file aside (`<organizationId>.<version>.db`) and the projector points the
+ * organization at it (projector/storage/handover.ts). SQLite files must not be renamed over while
+ * open, so a swap is a new name, and readers follow this row. In a generation of shared files
+ * (src/organization-files.ts) the row is the shared file's: `organization_id` holds the file's key
+ * (`shared-<k>.db`, its first name), `file` the version that replaced it
+ * (`shared-<k>.<version>.db`), the file of every organization that hashes to it. The column keeps
+ * its name so that an api and a projector of different versions read the same table.
  */
 export const organizationFiles = sqliteTable('organization_files', {
   organizationId: text('organization_id').primaryKey(),

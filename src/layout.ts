@@ -7,8 +7,11 @@
 //                                              rebuild (control.db's organization_files names it)
 //   <DATA_DIR>/generations/<name>/orgs/shared-<k>.db  a file organizations share, in a generation
 //                                              made with ORGANIZATION_FILES (organization-files.ts)
-//   <DATA_DIR>/generations/<name>/handovers/<organizationId>.json  a rebuilt file waiting for
-//                                              the live projector to take it
+//   <DATA_DIR>/generations/<name>/orgs/shared-<k>.<version>.db  after a rebuild of its
+//                                              organizations (organization_files names it)
+//   <DATA_DIR>/generations/<name>/handovers/<fileKey>.json  a rebuilt file waiting for the live
+//                                              projector to take it, by its key: the
+//                                              organization's id, or `shared-<k>`
 //                                              (projector/storage/handover.ts)
 //   <DATA_DIR>/rebuilds/<run>/                 a per-organization rebuild or dry run at work
 //   <DATA_DIR>/rebuild.lock                    who is rebuilding (one rebuild at a time)
@@ -28,7 +31,7 @@ import {
   writeFileSync,
 } from 'node:fs'
 import { join } from 'node:path'
-import { isSharedFileName } from './organization-files.ts'
+import { isSharedFileName, parseSharedFileName } from './organization-files.ts'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 const GENERATION_NAME = /^[A-Za-z0-9_-]{1,64}$/
@@ -44,12 +47,17 @@ export interface Generation {
   /** Where rebuilt files wait for the live projector (projector/storage/handover.ts). */
   readonly handoversDir: string
   /**
-   * The path of an organization's file: `file` as control.db's organization_files names it (or
-   * the shared file that holds it), or the default `<organizationId>.db` when it names none.
+   * The path of an organization's own file: `file` as control.db's organization_files names it,
+   * or the default `<organizationId>.db` when it names none.
    */
   organizationPath(organizationId: string, file?: string | null): string
-  /** The path of a file organizations share (`shared-<k>.db`). */
+  /** The path of a file organizations share (`shared-<k>.db`, or a version of it). */
   sharedPath(name: string): string
+  /**
+   * The path of a file by its key (src/organization-files.ts `fileKeyOf`): `file` as control.db's
+   * organization_files names it for that key, or the key's first file when it names none.
+   */
+  filePath(fileKey: string, file?: string | null): string
 }
 
 export function isOrganizationId(value: string): boolean {
@@ -91,7 +99,6 @@ export function generation(dataDir: string, name: string): Generation {
         throw new Error(`not an organization id: ${JSON.stringify(organizationId)}`)
       }
       if (file === undefined || file === null) return join(organizationsDir, `${organizationId}.db`)
-      if (isSharedFileName(file)) return join(organizationsDir, file)
       if (parseOrganizationFileName(file)?.organizationId !== organizationId) {
         throw new Error(`not a file of organization ${organizationId}: ${JSON.stringify(file)}`)
       }
@@ -101,7 +108,33 @@ export function generation(dataDir: string, name: string): Generation {
       if (!isSharedFileName(name)) throw new Error(`not a shared file: ${JSON.stringify(name)}`)
       return join(organizationsDir, name)
     },
+    filePath(fileKey, file) {
+      const shared = parseSharedFileName(fileKey)
+      if (shared === undefined) return this.organizationPath(fileKey, file)
+      if (file === undefined || file === null) return this.sharedPath(fileKey)
+      if (parseSharedFileName(file)?.fileKey !== fileKey) {
+        throw new Error(`not a file of ${fileKey}: ${JSON.stringify(file)}`)
+      }
+      return this.sharedPath(file)
+    },
   }
+}
+
+/**
+ * The key and version of any file of a generation's organizations folder, its own or shared;
+ * undefined for any other name.
+ */
+export function parseFileName(
+  name: string,
+): { fileKey: string; version: string | undefined } | undefined {
+  const own = parseOrganizationFileName(name)
+  if (own !== undefined) return { fileKey: own.organizationId, version: own.version }
+  return parseSharedFileName(name)
+}
+
+/** The first name of the file of `fileKey`, what it is called until a rebuild replaces it. */
+export function firstFileName(fileKey: string): string {
+  return parseSharedFileName(fileKey) === undefined ? organizationFileName(fileKey) : fileKey
 }
 
 /** The file name of an organization's file of `version` (none: the default name). */
@@ -130,9 +163,17 @@ export function parseOrganizationFileName(
   return match === null ? undefined : { organizationId: match[1]!, version: match[2] }
 }
 
-/** The files organizations share in the generation's directory, by name. */
+/**
+ * The files organizations share in the generation's directory, by key (a rebuilt one may lie
+ * beside the one it replaced until that is removed).
+ */
 export function sharedFilesIn(generation: Generation): string[] {
-  return readdirSync(generation.organizationsDir).filter(isSharedFileName).sort()
+  const keys = new Set<string>()
+  for (const name of readdirSync(generation.organizationsDir)) {
+    const parsed = parseSharedFileName(name)
+    if (parsed !== undefined) keys.add(parsed.fileKey)
+  }
+  return [...keys].sort()
 }
 
 /** The organizations that have a file (any version) in the generation's directory. */

@@ -12,10 +12,35 @@
 /** The most shared files a generation may have: their names have four digits. */
 export const MAX_SHARED_FILES = 10_000
 
-const SHARED_FILE_NAME = /^shared-(\d{4})\.db$/
+/**
+ * `shared-<k>.db`, or `shared-<k>.<version>.db` once a per-organization rebuild has rebuilt the
+ * file whole and swapped it in (control.db's organization_files names it, by the file's key).
+ */
+const SHARED_FILE_NAME = /^(shared-\d{4})(?:\.([A-Za-z0-9_-]{1,64}))?\.db$/
 
 export function isSharedFileName(name: string): boolean {
   return SHARED_FILE_NAME.test(name)
+}
+
+/**
+ * The key (`shared-<k>.db`, its first name) and version of a shared file's name; undefined for any
+ * other name.
+ */
+export function parseSharedFileName(
+  name: string,
+): { fileKey: string; version: string | undefined } | undefined {
+  const match = SHARED_FILE_NAME.exec(name)
+  return match === null ? undefined : { fileKey: `${match[1]!}.db`, version: match[2] }
+}
+
+/** The name of the shared file of `fileKey` at `version` (a rebuild's). */
+export function sharedFileVersionName(fileKey: string, version: string): string {
+  const parsed = parseSharedFileName(fileKey)
+  const name = `${fileKey.slice(0, -'.db'.length)}.${version}.db`
+  if (parsed?.version !== undefined || parseSharedFileName(name)?.version !== version) {
+    throw new Error(`invalid shared file version: ${JSON.stringify(fileKey)} ${version}`)
+  }
+  return name
 }
 
 export function sharedFileName(index: number): string {
@@ -36,9 +61,9 @@ export function sharedFileOf(organizationId: string, files: number): string {
 }
 
 /**
- * The key a writer knows an organization's file by: the organization's id for a file of its own
- * (the same across a per-organization rebuild's swap of the file), the shared file's name in a
- * generation of shared files.
+ * The key a writer knows an organization's file by, the same across a per-organization rebuild's
+ * swap of the file: the organization's id for a file of its own, the shared file's first name
+ * (`shared-<k>.db`) in a generation of shared files.
  */
 export function fileKeyOf(organizationId: string, sharedFiles: number): string {
   return sharedFiles > 0 ? sharedFileOf(organizationId, sharedFiles) : organizationId

@@ -112,8 +112,8 @@ export function compareDocumentFiles(
   options: {
     idsPerList?: number
     /**
-     * The organization compared: read in its scope where a file is shared by organizations (the
-     * actual file, or the expected one when there is no actual one).
+     * The organization compared: read in its scope in either file where organizations share it
+     * (a rebuilt shared file against the live one, or an organization's own against its share).
      */
     organization?: string
   } = {},
@@ -121,12 +121,13 @@ export function compareDocumentFiles(
   const limit = options.idsPerList ?? IDS_PER_LIST
   const db = new Database(expectedPath, { readonly: true, fileMustExist: true })
   try {
-    const sides = { expected: 'main', actual: actualPath === undefined ? undefined : 'actual' }
     if (actualPath !== undefined) db.prepare('ATTACH DATABASE ? AS actual').run(actualPath)
     const { organization } = options
-    if (organization !== undefined) {
-      if (sides.actual === undefined) sides.expected = organizationSide(db, 'main', organization)
-      else sides.actual = organizationSide(db, sides.actual, organization)
+    const side = (schema: string) =>
+      organization === undefined ? wholeFile(schema) : organizationSide(db, schema, organization)
+    const sides = {
+      expected: side('main'),
+      actual: actualPath === undefined ? undefined : side('actual'),
     }
     const read = db.transaction(() =>
       comparedResources.map((resource) => compareResource(db, resource, sides, limit)),
@@ -167,11 +168,11 @@ function servedDifference(
 function compareResource(
   db: Database.Database,
   resource: ComparedResource,
-  sides: { expected: string; actual: string | undefined },
+  sides: { expected: Relations; actual: Relations | undefined },
   limit: number,
 ): ResourceDiff {
   const { table } = documentTables[resource]
-  const expected = `${sides.expected}.${table}`
+  const expected = sides.expected(table)
   if (sides.actual === undefined) {
     return {
       resource,
@@ -181,7 +182,7 @@ function compareResource(
       disappeared: { count: 0, ids: [] },
     }
   }
-  const actual = `${sides.actual}.${table}`
+  const actual = sides.actual(table)
   const { differs, both, equal } = servedDifference(db, documentTables[resource], expected, actual)
   return {
     resource,
@@ -247,15 +248,19 @@ export function documentDifferences(
   }
   const db = new Database(first, { readonly: true, fileMustExist: true })
   try {
-    const sides = { expected: 'main', actual: 'main' }
+    let actualSchema = 'main'
     if (expectedPath !== undefined && actualPath !== undefined) {
       db.prepare('ATTACH DATABASE ? AS actual').run(actualPath)
-      sides.actual = 'actual'
+      actualSchema = 'actual'
     }
     // Its applied offsets are the file's; its documents the organization's.
-    const offsetsOf = sides.actual
-    if (actualPath !== undefined && actualOrganization !== undefined) {
-      sides.actual = organizationSide(db, sides.actual, actualOrganization)
+    const offsetsOf = actualSchema
+    const sides = {
+      expected: wholeFile('main'),
+      actual:
+        actualPath !== undefined && actualOrganization !== undefined
+          ? organizationSide(db, actualSchema, actualOrganization)
+          : wholeFile(actualSchema),
     }
     const read = db.transaction((): FileDifferences => ({
       resources: comparedResources.map((resource) =>
@@ -277,17 +282,30 @@ export function documentDifferences(
   }
 }
 
+/** Where one side's rows of a table are read, by the table's name: a qualified relation. */
+type Relations = (table: string) => string
+
+/** The tables of the file attached as `schema`, as they are. */
+function wholeFile(schema: string): Relations {
+  return (table) => `${schema}."${table}"`
+}
+
 /**
  * Where an organization's documents are read in the file attached as `schema`: the file itself,
  * or, in a file organizations share, temporary views of that organization's rows (its scope, as
- * src/organization-scope.ts gives a connection), read as `temp`.
+ * src/organization-scope.ts gives a connection), named after the schema and the table so that
+ * both sides of a comparison may be scoped.
  */
-function organizationSide(db: Database.Database, schema: string, organizationId: string): string {
+function organizationSide(
+  db: Database.Database,
+  schema: string,
+  organizationId: string,
+): Relations {
   const layout = db
     .prepare<[], string>(`SELECT value FROM ${schema}.replica_meta WHERE key = 'layout'`)
     .pluck()
     .get()
-  if (layout !== 'shared') return schema
+  if (layout !== 'shared') return wholeFile(schema)
   const key =
     db
       .prepare<[string], number>(
@@ -295,12 +313,13 @@ function organizationSide(db: Database.Database, schema: string, organizationId:
       )
       .pluck()
       .get(organizationId) ?? NO_ORGANIZATION
+  const view = (table: string) => `"${schema}_${table}"`
   for (const table of organizationScopedTables) {
     db.exec(
-      `CREATE TEMP VIEW "${table}" AS SELECT * FROM ${schema}."${table}" WHERE organization_key = ${key}`,
+      `CREATE TEMP VIEW ${view(table)} AS SELECT * FROM ${schema}."${table}" WHERE organization_key = ${key}`,
     )
   }
-  return 'temp'
+  return (table) => `temp.${view(table)}`
 }
 
 function noDifferences(resource: ComparedResource): ResourceDifferences {
@@ -310,7 +329,7 @@ function noDifferences(resource: ComparedResource): ResourceDifferences {
 function resourceDifferences(
   db: Database.Database,
   resource: ComparedResource,
-  schemas: { expected: string | undefined; actual: string | undefined },
+  schemas: { expected: Relations | undefined; actual: Relations | undefined },
 ): ResourceDifferences {
   const { table, bodies } = documentTables[resource]
   const stamp = bodies
@@ -319,19 +338,20 @@ function resourceDifferences(
   const stamped = (sql: string) => db.prepare(sql).all() as StampedId[]
   const ids = (sql: string) => db.prepare(sql).pluck().all() as string[]
   if (schemas.actual === undefined) {
+    if (schemas.expected === undefined) return noDifferences(resource)
     return {
       ...noDifferences(resource),
-      missing: ids(`SELECT id FROM ${schemas.expected}.${table} ORDER BY id`),
+      missing: ids(`SELECT id FROM ${schemas.expected(table)} ORDER BY id`),
     }
   }
-  const actual = `${schemas.actual}.${table}`
+  const actual = schemas.actual(table)
   if (schemas.expected === undefined) {
     return {
       ...noDifferences(resource),
       extra: stamped(`SELECT a.id AS id, ${stamp} AS stamp FROM ${actual} a ORDER BY a.id`),
     }
   }
-  const expected = `${schemas.expected}.${table}`
+  const expected = schemas.expected(table)
   const { differs, both, equal } = servedDifference(db, documentTables[resource], expected, actual)
   return {
     resource,

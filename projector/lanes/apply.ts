@@ -9,6 +9,7 @@
 import { readdirSync } from 'node:fs'
 import type { Logger } from 'pino'
 import { parseOrganizationFileName, sharedFilesIn, type Generation } from '../../src/layout.ts'
+import { isSharedFileName } from '../../src/organization-files.ts'
 import { openForWriting } from '../../src/sqlite.ts'
 import { cacheShares, MIN_CACHE_KIB } from '../storage/cache-budget.ts'
 import { collectGarbage } from './collect-garbage.ts'
@@ -128,13 +129,14 @@ export interface Applier {
    */
   stopBuilding(): void
   /**
-   * Makes `file` (a rebuilt file of the organization, in this generation's folder) the
-   * organization's file: its documents keep the current file's stamps where their content is the
-   * same and take a new stamp, after every stamp handed out, where it is not; then control.db
-   * points the organization at it, for the api and this applier alike. Between batches only.
-   * Returns how many document variants took the new stamp.
+   * Makes `file` (a rebuilt file in this generation's folder) the file of `fileKey` (an
+   * organization's own, or a shared file's: src/organization-files.ts): its documents keep the
+   * current file's stamps where their content is the same and take a new stamp, after every stamp
+   * handed out, where it is not (ids are unique across organizations, so a shared file's compare
+   * needs no scope); then control.db points the key at it, for the api and this applier alike.
+   * Between batches only. Returns how many document variants took the new stamp.
    */
-  replaceOrganizationFile(organizationId: string, file: string): number
+  replaceFile(fileKey: string, file: string): number
   /** The organizations that have a file in this generation. */
   knownOrganizations(): string[]
   /** The files this generation's organizations share; 0: each has its own. */
@@ -223,7 +225,7 @@ class InlineApplier implements Applier {
       unpublished: options.unpublishedGeneration === true,
       maxOpenFiles: options.maxOpenFiles ?? 64,
       cacheBudgetBytes: options.cacheBudgetBytes,
-      fileOf: (organizationId) => control.organizationFile(organizationId),
+      fileOf: (fileKey) => control.organizationFile(fileKey),
       sharedFiles: this.sharedFiles,
       priorStamp: options.priorStamp,
     })
@@ -351,17 +353,17 @@ class InlineApplier implements Applier {
     this.#lane.closeFiles()
   }
 
-  replaceOrganizationFile(organizationId: string, replacement: string): number {
-    if (this.sharedFiles > 0) {
-      throw new Error('a generation of shared files takes no file of one organization')
+  replaceFile(fileKey: string, replacement: string): number {
+    if (isSharedFileName(fileKey) !== this.sharedFiles > 0) {
+      throw new Error(`${fileKey} is not a file key of this generation`)
     }
     this.#commitHeld()
-    const current = this.#lane.organizationFile(organizationId)
+    const current = this.#lane.file(fileKey)
     const { path: currentPath, lastStamp: currentLastStamp } = current
-    this.#lane.closeFiles([organizationId])
-    const path = this.#options.generation.organizationPath(organizationId, replacement)
+    this.#lane.closeFiles([fileKey])
+    const path = this.#options.generation.filePath(fileKey, replacement)
     const stamped = restampReplacement(path, currentPath, currentLastStamp, this.#clock())
-    this.control.transaction(() => this.control.setOrganizationFile(organizationId, replacement))
+    this.control.transaction(() => this.control.setOrganizationFile(fileKey, replacement))
     return stamped
   }
 

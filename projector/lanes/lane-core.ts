@@ -59,8 +59,8 @@ export interface LaneCoreOptions {
   unpublished: boolean
   maxOpenFiles: number
   cacheBudgetBytes: number | undefined
-  /** The organization's own file in this generation, as control.db names it. */
-  fileOf: (organizationId: string) => string | undefined
+  /** The file of a key in this generation, as control.db names it; undefined: its first. */
+  fileOf: (fileKey: string) => string | undefined
   /** The files the generation's organizations share; 0: each has its own (control-file.ts). */
   sharedFiles: number
   priorStamp?: PriorOrganizationStamp | undefined
@@ -114,9 +114,7 @@ export class LaneCore {
 
   /** A file in this lane's generation, by key, open or not. */
   pathOf(fileKey: string): string {
-    const o = this.options
-    if (isSharedFileName(fileKey)) return o.generation.sharedPath(fileKey)
-    return o.generation.organizationPath(fileKey, o.fileOf(fileKey))
+    return this.options.generation.filePath(fileKey, this.options.fileOf(fileKey))
   }
 
   /** The organization's file, opened if it is not. */
@@ -302,7 +300,7 @@ export class LaneCore {
           this.rollback()
           break
         case 'close-files':
-          this.closeFiles(request.organizations?.map((id) => this.fileKeyOf(id)))
+          this.closeFiles(request.fileKeys)
           break
         case 'retire-prior':
           hooks.retirePrior()

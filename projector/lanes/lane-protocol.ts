@@ -66,7 +66,7 @@ export type LaneRequest =
   /** `buildAt`: the catch-up's time; the lane also builds the files it commits (lane-core.ts). */
   | { type: 'commit'; seq: number; buildAt?: number }
   | { type: 'rollback'; seq: number }
-  | { type: 'close-files'; seq: number; organizations?: string[] }
+  | { type: 'close-files'; seq: number; fileKeys?: string[] }
   | { type: 'retire-prior'; seq: number }
   | { type: 'close'; seq: number }
 

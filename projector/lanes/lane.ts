@@ -34,7 +34,7 @@ const core = new LaneCore({
   unpublished: options.unpublished,
   maxOpenFiles: options.maxOpenFiles,
   cacheBudgetBytes: options.cacheBudgetBytes,
-  fileOf: (organizationId) => fileOf.get(organizationId),
+  fileOf: (fileKey) => fileOf.get(fileKey),
   sharedFiles: options.sharedFiles,
   ...(prior === undefined ? {} : { priorStamp: prior.priorStamp.bind(prior) }),
 })

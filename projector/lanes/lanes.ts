@@ -87,7 +87,8 @@ export interface LaneApplier {
   markCaughtUp(): Promise<RefreshStats>
   buildInProgress(): Promise<void> | undefined
   stopBuilding(): void
-  replaceOrganizationFile(organizationId: string, file: string): Promise<number>
+  /** `Applier.replaceFile`, with every lane idle. */
+  replaceFile(fileKey: string, file: string): Promise<number>
   knownOrganizations(): string[]
   /** A rebuild was published: the replaced generation's stamps are no longer consulted. */
   retirePrevious(): Promise<void>
@@ -415,11 +416,11 @@ class LaneCoordinator implements LaneApplier {
     this.#inner.stopBuilding()
   }
 
-  async replaceOrganizationFile(organizationId: string, file: string): Promise<number> {
+  async replaceFile(fileKey: string, file: string): Promise<number> {
     await this.#idle()
-    const owner = this.#threads[this.#assignment.laneOf(this.#fileKeyOf(organizationId))]!
-    await owner.request({ type: 'close-files', organizations: [organizationId] })
-    const restamped = this.#inner.replaceOrganizationFile(organizationId, file)
+    const owner = this.#threads[this.#assignment.laneOf(fileKey)]!
+    await owner.request({ type: 'close-files', fileKeys: [fileKey] })
+    const restamped = this.#inner.replaceFile(fileKey, file)
     this.#inner.closeFiles()
     return restamped
   }

@@ -30,6 +30,11 @@ export interface AsideBuildDeps {
   groupId: string
   /** Only these organizations (per-organization rebuild); absent: all. */
   organizations?: ReadonlySet<string>
+  /**
+   * The files the organizations share, as the live generation keeps them (src/organization-files.ts);
+   * 0 or absent: each its own.
+   */
+  organizationFiles?: number
   /** Only these topics (control.db's, for its repair); absent: every change topic. */
   topics?: readonly string[]
   /** The generation served now, whose stamps unchanged documents keep. */
@@ -67,6 +72,7 @@ export async function buildAside(deps: AsideBuildDeps): Promise<AsideBuild> {
       ? {}
       : { priorStamp: prior.priorStamp.bind(prior), previousGeneration: deps.live }),
     ...(deps.organizations === undefined ? {} : { onlyOrganizations: deps.organizations }),
+    organizationFiles: deps.organizationFiles ?? 0,
   })
   const kafka = new Kafka({
     clientId: config.kafka.clientId,

@@ -1,6 +1,11 @@
 // The operators' rebuild commands that build aside: a per-organization rebuild (`--rebuild --org`)
 // and a dry run (`--rebuild --dry-run`, whole or per organization).
 //
+// The unit of a swap is a file. In a generation of shared files (ORGANIZATION_FILES) `--org`
+// rebuilds the whole shared file of each organization asked for, every organization it holds:
+// a file's applied offsets are the file's, so one organization alone could not be replayed into
+// it while the others skip (docs/many-organizations.md). Every organization rebuilt is reported.
+//
 //   1. checks first, touching nothing: a replica to rebuild, the organizations known to it, Kafka
 //      reachable, no other rebuild running (a lock naming its holder), the disk space the files
 //      built aside need;
@@ -30,12 +35,13 @@ import type { ProjectorConfig } from '../../src/config.ts'
 import {
   currentGeneration,
   databaseFileOf,
+  isOrganizationId,
   organizationFileName,
   organizationsWithFiles,
-  parseOrganizationFileName,
+  parseFileName,
   type Generation,
 } from '../../src/layout.ts'
-import { sharedFileOf } from '../../src/organization-files.ts'
+import { fileKeyOf, sharedFileVersionName } from '../../src/organization-files.ts'
 import {
   readOrganizationFiles,
   readRoutedOrganizations,
@@ -86,16 +92,10 @@ export async function rebuildAside(
     )
   }
   const sharedFiles = readSharedFiles(live.controlPath)
-  if (sharedFiles > 0 && !options.dryRun) {
-    // A swap of one organization's file, which a shared file is not (docs/many-organizations.md).
-    throw new RebuildRefused(
-      'the replica keeps its organizations in shared files (ORGANIZATION_FILES): --org rebuilds only an organization of its own file; rebuild it whole with --rebuild (a --dry-run, whole or --org, reports what would change)',
-    )
-  }
-  const wanted = options.organizations === undefined ? undefined : new Set(options.organizations)
-  if (wanted !== undefined) {
-    const known = knownOrganizations(live)
-    const unknown = [...wanted].filter((id) => !known.has(id))
+  const asked = options.organizations === undefined ? undefined : new Set(options.organizations)
+  const known = knownOrganizations(live)
+  if (asked !== undefined) {
+    const unknown = [...asked].filter((id) => !known.has(id))
     if (unknown.length > 0) {
       throw new RebuildRefused(
         `unknown organization${unknown.length > 1 ? 's' : ''} ${unknown.join(', ')}: not in the replica`,
@@ -110,7 +110,7 @@ export async function rebuildAside(
   // minute later, in a stack-less error and exit 1.
   await checkKafka(config)
 
-  const command = `rebuild${options.dryRun ? ' --dry-run' : ''}${wanted ? ` --org ${[...wanted].join(',')}` : ''}`
+  const command = `rebuild${options.dryRun ? ' --dry-run' : ''}${asked ? ` --org ${[...asked].join(',')}` : ''}`
   const lock = acquireRebuildLock(config.dataDir, command, clock())
   if (!lock.held) {
     throw new RebuildRefused(`another rebuild is running: ${describeHolder(lock.holder)}`)
@@ -118,7 +118,18 @@ export async function rebuildAside(
   const rebuildsDir = join(config.dataDir, 'rebuilds')
   try {
     removeLeftovers(rebuildsDir, live, logger)
-    checkDiskSpace(config.dataDir, live, wanted)
+    const wanted = asked === undefined ? undefined : sharingFiles(asked, known, sharedFiles)
+    if (asked !== undefined && wanted !== undefined && wanted.size > asked.size) {
+      logger.info(
+        { asked: asked.size, rebuilt: wanted.size, files: fileKeys(wanted, sharedFiles).size },
+        'the organizations asked for share files: each file is rebuilt whole, with every organization it holds',
+      )
+    }
+    checkDiskSpace(
+      config.dataDir,
+      live,
+      wanted === undefined ? undefined : fileKeys(wanted, sharedFiles),
+    )
     const run = `${clock()
       .toISOString()
       .replace(/[-:.TZ]/g, '')}-${randomBytes(3).toString('hex')}`
@@ -132,6 +143,8 @@ export async function rebuildAside(
         groupId: `${config.kafka.groupId}.rebuild-${run}`,
         live,
         ...(wanted === undefined ? {} : { organizations: wanted }),
+        // Built as the live generation keeps its files, so that a shared one is handed over whole.
+        organizationFiles: sharedFiles,
         ...(deps.onProgress === undefined ? {} : { onProgress: deps.onProgress }),
         ...(deps.signal === undefined ? {} : { signal: deps.signal }),
         clock,
@@ -141,7 +154,7 @@ export async function rebuildAside(
         wanted ?? new Set([...built.organizations, ...organizationsWithRows(live)])
       const reports: OrganizationReport[] = []
       for (const organizationId of [...organizations].sort()) {
-        const rebuilt = built.generation.organizationPath(organizationId)
+        const rebuilt = built.generation.filePath(fileKeyOf(organizationId, sharedFiles))
         reports.push({
           organizationId,
           resources: existsSync(rebuilt)
@@ -152,7 +165,7 @@ export async function rebuildAside(
         })
       }
       if (!options.dryRun) {
-        await handOver(deps, live, built.generation, built.position, reports)
+        await handOver(deps, live, built.generation, built.position, reports, sharedFiles)
       }
       return rebuildReport(
         options.dryRun,
@@ -168,36 +181,67 @@ export async function rebuildAside(
   }
 }
 
-/** Hands each rebuilt file to the live projector and waits until it serves them all. */
+/**
+ * The organizations to rebuild for those asked: themselves, or in a generation of shared files
+ * every known organization of their files (an organization of the file the live replica lacks
+ * rows of, its organizations row aside, has none in the topics either).
+ */
+function sharingFiles(
+  asked: ReadonlySet<string>,
+  known: ReadonlySet<string>,
+  sharedFiles: number,
+): Set<string> {
+  if (sharedFiles === 0) return new Set(asked)
+  const files = fileKeys(asked, sharedFiles)
+  const sharing = new Set(asked)
+  for (const id of known) if (files.has(fileKeyOf(id, sharedFiles))) sharing.add(id)
+  return sharing
+}
+
+function fileKeys(organizations: Iterable<string>, sharedFiles: number): Set<string> {
+  return new Set([...organizations].map((id) => fileKeyOf(id, sharedFiles)))
+}
+
+/**
+ * Hands each rebuilt file to the live projector and waits until it serves them all: a file of
+ * one organization, or a shared file of several (each of them reported swapped with it).
+ */
 async function handOver(
   deps: AsideRebuildDeps,
   live: Generation,
   rebuilt: Generation,
   position: { topic: string; partition: number; offset: string }[],
   reports: OrganizationReport[],
+  sharedFiles: number,
 ): Promise<void> {
   const { logger } = deps
   const clock = deps.clock ?? (() => new Date())
   const version = `r${clock()
     .toISOString()
     .replace(/[-:.TZ]/g, '')}`
-  const waiting = new Map<string, string>()
+  const byFile = new Map<string, OrganizationReport[]>()
   for (const report of reports) {
-    const source = rebuilt.organizationPath(report.organizationId)
+    const key = fileKeyOf(report.organizationId, sharedFiles)
+    byFile.set(key, [...(byFile.get(key) ?? []), report])
+  }
+  const waiting = new Map<string, string>()
+  for (const fileKey of byFile.keys()) {
+    const source = rebuilt.filePath(fileKey)
     // No rows in the topics: there is no file to serve instead (left as it is, and reported).
     if (!existsSync(source)) continue
     foldWal(source)
-    const file = organizationFileName(report.organizationId, version)
-    renameSync(source, live.organizationPath(report.organizationId, file))
-    waiting.set(report.organizationId, file)
+    const file = versionName(fileKey, version)
+    renameSync(source, live.filePath(fileKey, file))
+    waiting.set(fileKey, file)
   }
   // The moves made durable before the live projector may name the files in control.db (a synced
   // commit): a power cut after it must not leave control.db naming a file the folder lost.
   await syncDirectory(live.organizationsDir)
-  for (const [organizationId, file] of waiting) {
+  for (const [fileKey, file] of waiting) {
     requestHandover(live, {
-      organizationId,
+      fileKey,
       file,
+      organizations: byFile.get(fileKey)!.map((r) => r.organizationId),
       position,
       requestedAt: clock().toISOString(),
       requestedBy: `pid ${process.pid}`,
@@ -206,29 +250,39 @@ async function handOver(
   const deadline = performance.now() + deps.config.handoverTimeoutMs
   while (waiting.size > 0) {
     const files = readOrganizationFiles(live.controlPath)
-    for (const [organizationId, file] of waiting) {
-      if (!handoverPending(live, organizationId) && files.get(organizationId) === file) {
-        waiting.delete(organizationId)
-        const report = reports.find((r) => r.organizationId === organizationId)!
-        report.swapped = { file }
-        logger.info({ organizationId, file }, 'the live projector now serves the rebuilt file')
+    for (const [fileKey, file] of waiting) {
+      if (!handoverPending(live, fileKey) && files.get(fileKey) === file) {
+        waiting.delete(fileKey)
+        for (const report of byFile.get(fileKey)!) report.swapped = { file }
+        logger.info(
+          { fileKey, file, organizations: byFile.get(fileKey)!.length },
+          'the live projector now serves the rebuilt file',
+        )
       }
     }
     if (waiting.size === 0) break
     if (performance.now() > deadline || deps.signal?.aborted === true) {
-      for (const [organizationId, file] of waiting) {
+      for (const [fileKey, file] of waiting) {
         // Withdrawn before the projector claimed it: the file is not needed. Claimed: it is
         // being taken, and stays.
-        if (withdrawHandover(live, organizationId)) {
-          rmSync(live.organizationPath(organizationId, file), { force: true })
-        }
+        if (withdrawHandover(live, fileKey)) rmSync(live.filePath(fileKey, file), { force: true })
       }
+      const organizations = [...waiting.keys()].flatMap((key) =>
+        byFile.get(key)!.map((r) => r.organizationId),
+      )
       throw new RebuildRefused(
-        `the live projector did not take the rebuilt files of ${[...waiting.keys()].join(', ')} in time: is it running? (nothing was swapped for them)`,
+        `the live projector did not take the rebuilt files of ${organizations.join(', ')} in time: is it running? (nothing was swapped for them)`,
       )
     }
     await sleep(200)
   }
+}
+
+/** The name of a rebuilt file of `fileKey`: `<organizationId>.<version>.db`, `shared-<k>.<version>.db`. */
+function versionName(fileKey: string, version: string): string {
+  return isOrganizationId(fileKey)
+    ? organizationFileName(fileKey, version)
+    : sharedFileVersionName(fileKey, version)
 }
 
 /** Refuses (exit 2) when no broker of KAFKA_BROKERS answers: the replay could not begin. */
@@ -287,10 +341,8 @@ export function liveOrganizationPaths(live: Generation): (id: string) => string 
   const files = readOrganizationFiles(live.controlPath)
   const sharedFiles = readSharedFiles(live.controlPath)
   return (id) => {
-    const path =
-      sharedFiles > 0
-        ? live.sharedPath(sharedFileOf(id, sharedFiles))
-        : live.organizationPath(id, files.get(id))
+    const key = fileKeyOf(id, sharedFiles)
+    const path = live.filePath(key, files.get(key))
     return existsSync(path) ? path : undefined
   }
 }
@@ -347,8 +399,8 @@ function removeLeftovers(rebuildsDir: string, live: Generation, logger: Logger):
     }
   }
   for (const path of replacedFiles(live, readOrganizationFiles(live.controlPath))) {
-    // Rebuilt files only: a default-named one is left to the projector's sweep (projector.ts).
-    if (parseOrganizationFileName(databaseFileOf(basename(path)))?.version === undefined) continue
+    // Rebuilt files only: a first-named one is left to the projector's sweep (projector.ts).
+    if (parseFileName(databaseFileOf(basename(path)))?.version === undefined) continue
     // A replaced file the projector removes after a grace period is left to it.
     if (Date.now() - statSync(path).mtimeMs < 120_000) continue
     rmSync(path, { force: true })
@@ -363,16 +415,16 @@ function removeLeftovers(rebuildsDir: string, live: Generation, logger: Logger):
 function checkDiskSpace(
   dataDir: string,
   live: Generation,
-  organizations: ReadonlySet<string> | undefined,
+  fileKeys: ReadonlySet<string> | undefined,
 ): void {
   let bytes = 0
   for (const name of readdirSync(live.organizationsDir)) {
-    const parsed = parseOrganizationFileName(databaseFileOf(name))
+    const parsed = parseFileName(databaseFileOf(name))
     if (parsed === undefined) continue
-    if (organizations !== undefined && !organizations.has(parsed.organizationId)) continue
+    if (fileKeys !== undefined && !fileKeys.has(parsed.fileKey)) continue
     bytes += statSync(join(live.organizationsDir, name)).size
   }
-  if (organizations === undefined) bytes += statSync(live.controlPath).size
+  if (fileKeys === undefined) bytes += statSync(live.controlPath).size
   const fs = statfsSync(dataDir)
   const problem = diskSpaceProblem(dataDir, bytes, fs.bavail * fs.bsize)
   if (problem !== undefined) throw new RebuildRefused(problem)

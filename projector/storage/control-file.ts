@@ -59,12 +59,13 @@ export interface ControlFile {
     tally: Tally,
   ): { organizations: string[] }
   /**
-   * The file an organization's data is in, when a per-organization rebuild replaced the default
-   * one (src/layout.ts); undefined: `<organizationId>.db`.
+   * The file of `fileKey` (an organization's id, or a shared file's key: src/organization-files.ts
+   * `fileKeyOf`) when a per-organization rebuild replaced its first one (src/layout.ts);
+   * undefined: the first one, `<organizationId>.db` or `shared-<k>.db`.
    */
-  organizationFile(organizationId: string): string | undefined
-  /** Points the organization at another file of its own, in one statement (handover.ts). */
-  setOrganizationFile(organizationId: string, file: string): void
+  organizationFile(fileKey: string): string | undefined
+  /** Points the key at another file, in one statement (handover.ts). */
+  setOrganizationFile(fileKey: string, file: string): void
   /**
    * The files the generation's organizations share (src/organization-files.ts); 0: each has its
    * own. Recorded once, when the generation is made (`recordSharedFiles`); undefined until then.
@@ -87,8 +88,8 @@ export interface ControlFile {
 }
 
 /**
- * The organizations whose file is not the default one (organization_files), read once from a
- * generation's control.db: a rebuild reads the stamps of the generation it replaces from them.
+ * The files that replaced a first one (organization_files), by key (an organization's id, or a
+ * shared file's key), read once from a generation's control.db.
  */
 export function readOrganizationFiles(path: string): Map<string, string> {
   if (!existsSync(path)) return new Map()
@@ -246,8 +247,7 @@ export function openControlFile(path: string): ControlFile {
     },
     applyEvents,
     organizationFile: (organizationId) => getOrganizationFile.get(organizationId),
-    setOrganizationFile: (organizationId, file) =>
-      void putOrganizationFile.run(organizationId, file),
+    setOrganizationFile: (fileKey, file) => void putOrganizationFile.run(fileKey, file),
     sharedFiles() {
       const value = getState.get(SHARED_FILES_STATE)?.value
       return value === undefined ? undefined : Number(value)

@@ -26,10 +26,10 @@ import type { VerifyConfig } from '../../src/config.ts'
 import {
   currentGeneration,
   databaseFileOf,
-  parseOrganizationFileName,
+  parseFileName,
   type Generation,
 } from '../../src/layout.ts'
-import { isSharedFileName, sharedFileOf } from '../../src/organization-files.ts'
+import { fileKeyOf } from '../../src/organization-files.ts'
 import { readSharedFiles } from '../storage/control-file.ts'
 import { documentDifferences, IDS_PER_LIST } from '../documents/index.ts'
 import { processAlive } from '../rebuild/lock.ts'
@@ -93,12 +93,6 @@ export async function verifyReplica(
   if (live === undefined || !existsSync(live.controlPath)) {
     throw new VerifyRefused(
       `${config.projector.dataDir} holds no replica to verify (no CURRENT generation)`,
-    )
-  }
-  if (options.repair && readSharedFiles(live.controlPath) > 0) {
-    // Its repair rebuilds organizations one by one, which shared files do not take yet.
-    throw new VerifyRefused(
-      'the replica keeps its organizations in shared files (ORGANIZATION_FILES): --repair does not rebuild shared files yet; verify without it, and mend drift with --rebuild',
     )
   }
   // Checked before anything is taken or touched (--repair's rebuild lock included): PostgreSQL
@@ -417,24 +411,16 @@ function checkDiskSpace(
   live: Generation,
   organizations: readonly string[] | undefined,
 ): void {
-  const wanted = organizations === undefined ? undefined : new Set(organizations)
   const sharedFiles = readSharedFiles(live.controlPath)
   // A shared file counts whole for any organization of it asked for: an upper bound.
-  const wantedShared =
-    wanted === undefined || sharedFiles === 0
+  const wanted =
+    organizations === undefined
       ? undefined
-      : new Set([...wanted].map((id) => sharedFileOf(id, sharedFiles)))
+      : new Set(organizations.map((id) => fileKeyOf(id, sharedFiles)))
   let bytes = 0
   for (const name of readdirSync(live.organizationsDir)) {
-    const file = databaseFileOf(name)
-    if (isSharedFileName(file)) {
-      if (wantedShared !== undefined && !wantedShared.has(file)) continue
-    } else {
-      const parsed = parseOrganizationFileName(file)
-      if (parsed === undefined || (wanted !== undefined && !wanted.has(parsed.organizationId))) {
-        continue
-      }
-    }
+    const parsed = parseFileName(databaseFileOf(name))
+    if (parsed === undefined || (wanted !== undefined && !wanted.has(parsed.fileKey))) continue
     bytes += statSync(join(live.organizationsDir, name)).size
   }
   const needed = bytes * 2 + 64 * 1024 * 1024

@@ -22,7 +22,6 @@
 import Database from 'better-sqlite3'
 import { Kafka, logLevel as kafkaLogLevel, Partitioners, type Consumer } from 'kafkajs'
 import { randomUUID } from 'node:crypto'
-import { existsSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import pg from 'pg'
 import type { Logger } from 'pino'
@@ -34,7 +33,8 @@ import {
 } from '../../schema/events.ts'
 import type { VerifyConfig } from '../../src/config.ts'
 import { isOrganizationId, type Generation } from '../../src/layout.ts'
-import { readOrganizationFiles } from '../storage/control-file.ts'
+import { organizationKeyIn, scopeConnection } from '../../src/organization-scope.ts'
+import { liveOrganizationPaths } from '../rebuild/run.ts'
 import { CHANGE_TOPIC_CONFIG } from '../sources/topic-config.ts'
 import { describeUrl, openProductDatabase, VerifyRefused } from './source.ts'
 
@@ -220,12 +220,19 @@ async function extraRows(deps: SourceRepairDeps, scope: SourceScope): Promise<Ro
     for (const id of ids) set.add(id)
     replica.set(table, set)
   }
-  const files = readOrganizationFiles(live.controlPath)
+  const livePath = liveOrganizationPaths(live)
   for (const organizationId of orgs) {
-    const path = live.organizationPath(organizationId, files.get(organizationId))
-    if (!existsSync(path)) continue
+    const path = livePath(organizationId)
+    if (path === undefined) continue
     const db = new Database(path, { readonly: true, fileMustExist: true })
     try {
+      // Its own rows only, in a file organizations share (read through the scope's views).
+      const scope = scopeConnection(db)
+      if (scope.layout === 'shared') {
+        const key = organizationKeyIn(db, organizationId)
+        if (key === undefined) continue
+        scope.enter(key)
+      }
       for (const table of organizationTables) {
         add(table, db.prepare(`SELECT id FROM "${table}"`).pluck().all() as string[])
       }

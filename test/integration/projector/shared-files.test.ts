@@ -1,8 +1,9 @@
 // Organizations in shared files (ORGANIZATION_FILES), as a user runs them: the projector applies a
 // file of events into a generation of shared files, and the api serves each key its
 // organization's documents from them over HTTP, and nothing of the organizations beside it; a
-// live projector on a real Kafka broker keeps them, and a rebuild's dry run compares each
-// organization of a shared file alone.
+// live projector on a real Kafka broker keeps them, a rebuild's dry run compares each
+// organization of a shared file alone, and `--rebuild --org` rebuilds an organization's whole
+// shared file and hands it over while the api serves it.
 import Database from 'better-sqlite3'
 import { createHash } from 'node:crypto'
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
@@ -14,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { createProjector, type Projector } from '../../../projector/projector.ts'
 import type { RebuildReport } from '../../../projector/rebuild/report.ts'
 import { loadProjectorConfig } from '../../../src/config.ts'
+import { readOrganizationFiles } from '../../../projector/storage/control-file.ts'
 import { currentGeneration } from '../../../src/layout.ts'
 import { sharedFileOf } from '../../../src/organization-files.ts'
 import { kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
@@ -44,6 +46,24 @@ const provider = (n: number) => uuid(0x7100 + n)
 const group = (n: number) => uuid(0x7200 + n)
 const key = (n: number) => `shared-files-key-${n}`
 
+/** The api key `raw` of the organization `org`, as its change event. */
+function apiKeyEvent(id: string, org: string, raw: string): ReturnType<typeof record> {
+  return record({
+    table: 'api_keys',
+    op: 'r',
+    after: {
+      id,
+      organization_id: org,
+      name: 'test key',
+      key_hash: createHash('sha256').update(raw).digest('hex'),
+      scopes: ['providers:read', 'groups:read'],
+      created_at: organizationRow(org).created_at,
+      expires_at: null,
+      revoked_at: null,
+    },
+  })
+}
+
 /** Each organization: its key, a provider, a group, and its provider's membership in the next
  * organization's group (PostgreSQL's foreign keys allow it; the replica shows none of it). */
 function eventsOf(n: number): unknown[] {
@@ -51,20 +71,7 @@ function eventsOf(n: number): unknown[] {
   const next = (n + 1) % ORGANIZATIONS
   return [
     record({ table: 'organizations', op: 'r', after: organizationRow(org) }),
-    record({
-      table: 'api_keys',
-      op: 'r',
-      after: {
-        id: uuid(0x7300 + n),
-        organization_id: org,
-        name: 'test key',
-        key_hash: createHash('sha256').update(key(n)).digest('hex'),
-        scopes: ['providers:read', 'groups:read'],
-        created_at: organizationRow(org).created_at,
-        expires_at: null,
-        revoked_at: null,
-      },
-    }),
+    apiKeyEvent(uuid(0x7300 + n), org, key(n)),
     record({ table: 'providers', op: 'r', after: providerRow(provider(n), org) }),
     record({ table: 'provider_groups', op: 'r', after: groupRow(group(n), org) }),
     record({
@@ -131,6 +138,8 @@ describe(
     const LIVE_ORGS = [ORG_A, ORG_B]
     const PROVIDERS = 5
     const liveProvider = (o: number, i: number) => uuid(0x9000 + o * 100 + i)
+    const liveKey = (o: number) => `shared-files-live-key-${o}`
+    let liveApi: RunningApi | undefined
 
     const env = (): Record<string, string> => ({
       DATA_DIR: liveDir,
@@ -149,7 +158,10 @@ describe(
       await producer.connect()
       let lsn = 100
       for (const [o, org] of LIVE_ORGS.entries()) {
-        const records = [record({ table: 'organizations', op: 'r', after: organizationRow(org) })]
+        const records = [
+          record({ table: 'organizations', op: 'r', after: organizationRow(org) }),
+          apiKeyEvent(uuid(0x9800 + o), org, liveKey(o)),
+        ]
         for (let i = 0; i < PROVIDERS; i++) {
           records.push(
             record({
@@ -181,6 +193,7 @@ describe(
     })
 
     afterAll(async () => {
+      await liveApi?.close()
       await live?.stop()
       await kafka?.stop()
     })
@@ -225,10 +238,94 @@ describe(
       ])
     })
 
-    it('refuses to rebuild one organization of a shared file, naming what to run instead', async () => {
-      const run = await rebuild(['--org', ORG_A])
-      expect(run.code).toBe(2)
-      expect(run.stderr).toMatch(/shared files \(ORGANIZATION_FILES\).*--rebuild/)
+    it("--org rebuilds the organization's whole shared file: its altered document mended, every other document's stamp kept, served throughout, and the next change applied to the new file", async () => {
+      const generation = currentGeneration(liveDir)!
+      // Polled every 50 ms: the default 120 requests a minute per key would answer 429.
+      liveApi = await startApi(liveDir, {
+        env: { RATE_LIMIT_PER_KEY: '1000000', RATE_LIMIT_PER_ORGANIZATION: '1000000' },
+      })
+      const served = async (o: number) => {
+        const response = await liveApi!.get('/providers?limit=100', liveKey(o))
+        expect(response.status).toBe(200)
+        const body = (await response.json()) as { data: { id: string; updatedAt: string }[] }
+        return new Map(body.data.map((p) => [p.id, p]))
+      }
+      const before = [await served(0), await served(1)]
+      expect(JSON.stringify(before[0]!.get(liveProvider(0, 0)))).toContain('Byron')
+
+      // Pollers of both organizations throughout the rebuild and its swap: none may fail.
+      let polling = true
+      const failures: string[] = []
+      const pollers = [0, 1].map(async (o) => {
+        while (polling) {
+          const response = await liveApi!.get('/providers?limit=100', liveKey(o))
+          if (response.status !== 200) failures.push(`${o}: ${response.status}`)
+          await response.arrayBuffer()
+          await sleep(50)
+        }
+      })
+      const run = await rebuild(['--org', ORG_A, '--json'])
+      polling = false
+      await Promise.all(pollers)
+      expect(run.code, run.stderr).toBe(0)
+      expect(failures).toEqual([])
+
+      // Both organizations of the file rebuilt, and reported; the file's key names the new file.
+      const report = JSON.parse(run.stdout) as RebuildReport
+      expect(report.organizations.map((o) => o.organizationId).sort()).toEqual([ORG_A, ORG_B])
+      const file = report.organizations[0]!.swapped?.file
+      expect(file).toMatch(/^shared-0000\.r\d+\.db$/)
+      for (const o of report.organizations) expect(o.swapped?.file).toBe(file)
+      expect(readOrganizationFiles(generation.controlPath).get('shared-0000.db')).toBe(file)
+
+      // A's altered provider is served as the topics have it, with a stamp after every one a
+      // poller holds; every other document of A and B keeps its stamp (pollers are not sent it).
+      const after = [await served(0), await served(1)]
+      const mended = after[0]!.get(liveProvider(0, 0))!
+      expect(JSON.stringify(mended)).toContain('Lovelace')
+      for (const [o, providers] of before.entries()) {
+        expect([...after[o]!.keys()].sort()).toEqual([...providers.keys()].sort())
+        for (const [id, provider] of providers) {
+          if (id === liveProvider(0, 0)) {
+            expect(after[o]!.get(id)!.updatedAt > provider.updatedAt).toBe(true)
+          } else {
+            expect(after[o]!.get(id)).toEqual(provider)
+          }
+        }
+      }
+
+      // The live projector goes on in the new file: B's next provider is served from it.
+      const producer = kafkaClient(kafka!.brokers).producer()
+      await producer.connect()
+      const next = record({
+        table: 'providers',
+        op: 'c',
+        after: providerRow(liveProvider(1, PROVIDERS), ORG_B),
+        lsn: 10_000,
+      })
+      await producer.send({
+        topic: next.topic,
+        messages: [{ key: JSON.stringify(next.key), value: JSON.stringify(next.value) }],
+      })
+      await producer.disconnect()
+      const deadline = Date.now() + 30_000
+      while (!(await served(1)).has(liveProvider(1, PROVIDERS))) {
+        if (Date.now() > deadline) throw new Error("B's next provider was not served")
+        await sleep(100)
+      }
+      const inNewFile = new Database(generation.sharedPath(file!), { readonly: true })
+      expect(
+        inNewFile
+          .prepare('SELECT count(*) FROM doc_providers WHERE id = ?')
+          .pluck()
+          .get(liveProvider(1, PROVIDERS)),
+      ).toBe(1)
+      inNewFile.close()
+
+      // And nothing is left to mend.
+      const check = await rebuild(['--dry-run', '--org', ORG_B, '--json'])
+      expect(check.code, check.stderr).toBe(0)
+      expect((JSON.parse(check.stdout) as RebuildReport).changed).toBe(false)
     })
   },
 )

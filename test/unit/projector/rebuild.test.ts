@@ -11,7 +11,7 @@ import { rebuildReport, reportTable } from '../../../projector/rebuild/report.ts
 import { diskSpaceProblem } from '../../../projector/rebuild/run.ts'
 import { organizationFileName } from '../../../src/layout.ts'
 import { testApplier } from '../../support/applier.ts'
-import { ORG_A, providerRow, record, uuid } from '../../support/debezium.ts'
+import { ORG_A, ORG_B, providerRow, record, uuid } from '../../support/debezium.ts'
 
 const dirs: string[] = []
 afterEach(() => {
@@ -19,8 +19,9 @@ afterEach(() => {
 })
 
 const request = (position: HandoverRequest['position']): HandoverRequest => ({
-  organizationId: ORG_A,
+  fileKey: ORG_A,
   file: organizationFileName(ORG_A, 'r1'),
+  organizations: [ORG_A],
   position,
   requestedAt: '2026-01-01T00:00:00.000Z',
   requestedBy: 'pid 1',
@@ -58,7 +59,7 @@ describe('restampBody', () => {
   })
 })
 
-describe('replaceOrganizationFile', () => {
+describe('replaceFile', () => {
   it('keeps the stamps of unchanged documents and stamps the others after every stamp handed out', () => {
     let now = new Date('2026-01-01T00:00:00.000Z')
     const { applier, generation } = testApplier(
@@ -97,7 +98,7 @@ describe('replaceOrganizationFile', () => {
     db.close()
 
     now = new Date('2026-01-02T00:00:00.000Z') // the clock stepped back: stamps must not
-    expect(applier.replaceOrganizationFile(ORG_A, rebuiltName)).toBe(2) // provider 2, both variants
+    expect(applier.replaceFile(ORG_A, rebuiltName)).toBe(2) // provider 2, both variants
     expect(applier.control.organizationFile(ORG_A)).toBe(rebuiltName)
     const after = stamps(rebuiltPath)
     expect(after[uuid(1)]).toBe(liveStamps[uuid(1)])
@@ -115,6 +116,50 @@ describe('replaceOrganizationFile', () => {
     ])
     applier.close()
     expect(Object.keys(stamps(rebuiltPath)).sort()).toEqual([uuid(1), uuid(2), uuid(3)].sort())
+  })
+})
+
+describe('replaceFile, of a shared file', () => {
+  it('swaps the file of every organization it holds, restamping only what changed, and goes on in it', () => {
+    let now = new Date('2026-01-01T00:00:00.000Z')
+    const { applier, generation } = testApplier(
+      { offsetGuard: false, clock: () => now, organizationFiles: 1 },
+      undefined,
+      (made) => dirs.push(made),
+    )
+    applier.applyBatch([
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(1), ORG_A), lsn: 1 }),
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(2), ORG_B), lsn: 2 }),
+    ])
+    const key = 'shared-0000.db'
+    const livePath = generation.filePath(key)
+    const liveStamps = stamps(livePath)
+    // The rebuilt file: a copy whose provider of B is built differently.
+    const rebuilt = 'shared-0000.r1.db'
+    const source = new Database(livePath, { readonly: true })
+    source.prepare('VACUUM INTO ?').run(generation.filePath(key, rebuilt))
+    source.close()
+    const db = new Database(generation.filePath(key, rebuilt))
+    db.prepare(`UPDATE doc_providers SET hash = 'other' WHERE id = ?`).run(uuid(2))
+    db.close()
+
+    now = new Date('2026-01-02T00:00:00.000Z')
+    expect(applier.replaceFile(key, rebuilt)).toBe(1) // B's provider, its public variant
+    expect(applier.control.organizationFile(key)).toBe(rebuilt)
+    const after = stamps(generation.filePath(key, rebuilt))
+    expect(after[uuid(1)]).toBe(liveStamps[uuid(1)])
+    expect(after[uuid(2)]! > liveStamps[uuid(2)]!).toBe(true)
+    // An organization's own file is no key of this generation.
+    expect(() => applier.replaceFile(ORG_A, `${ORG_A}.r1.db`)).toThrow(/not a file key/)
+
+    applier.applyBatch([
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(3), ORG_A), lsn: 3 }),
+    ])
+    applier.close()
+    expect(Object.keys(stamps(generation.filePath(key, rebuilt))).sort()).toEqual(
+      [uuid(1), uuid(2), uuid(3)].sort(),
+    )
+    expect(Object.keys(stamps(livePath)).sort()).toEqual([uuid(1), uuid(2)].sort())
   })
 })
 
