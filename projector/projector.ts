@@ -28,7 +28,12 @@ import {
   type LaneApplier,
 } from './lanes/lanes.ts'
 import { createProjectorMetrics, type ProjectorMetrics } from './metrics.ts'
-import { readOrganizationFiles } from './storage/control-file.ts'
+import {
+  readOrganizationCount,
+  readOrganizationFiles,
+  recordedSharedFiles,
+} from './storage/control-file.ts'
+import { autoOrganizationFiles, OWN_FILES_UP_TO } from '../src/organization-files.ts'
 import { openPriorGeneration, type PriorGeneration } from './storage/prior-stamps.ts'
 import { syncGeneration } from './storage/durable.ts'
 import { takeControlRepair } from './rebuild/control-repair.ts'
@@ -38,8 +43,14 @@ import {
   replacedFiles,
   type HandoverRequest,
 } from './storage/handover.ts'
-import { readLineBatches } from './sources/file.ts'
-import { ConsumerFailure, createKafkaSource, type KafkaSource } from './sources/kafka.ts'
+import { readLineBatches, recordsOfTopicInFile } from './sources/file.ts'
+import {
+  ConsumerFailure,
+  createKafkaSource,
+  organizationsTopic,
+  recordsInTopic,
+  type KafkaSource,
+} from './sources/kafka.ts'
 
 export interface ProjectorDeps {
   config: ProjectorConfig
@@ -156,6 +167,8 @@ class ProjectorProcess implements Projector {
    * before it is (storage/durable.ts `syncGeneration`).
    */
   #rebuilding = false
+  /** ORGANIZATION_FILES as resolved for the generation written (`#organizationFilesFor`). */
+  #organizationFiles: number | undefined
   readonly #stopped = new AbortController()
 
   constructor(deps: ProjectorDeps) {
@@ -177,6 +190,47 @@ class ProjectorProcess implements Projector {
       : undefined
   }
 
+  /**
+   * The files a generation made now shares among its organizations (src/organization-files.ts):
+   * the setting, or with `auto` chosen from the organizations the source holds (`count`);
+   * undefined for a generation made already, which keeps what it recorded then.
+   */
+  async #organizationFilesFor(count: () => Promise<number>): Promise<number | undefined> {
+    const configured = this.#config.organizationFiles
+    if (configured !== 'auto') return configured
+    const recorded = recordedSharedFiles(this.#generation.controlPath)
+    if (recorded !== undefined) {
+      // Made with files of their own (before `auto`, or with fewer organizations then): said at
+      // each start once they are many, since only a rebuild changes it.
+      const organizations = recorded === 0 ? readOrganizationCount(this.#generation.controlPath) : 0
+      if (autoOrganizationFiles(organizations) > 0) {
+        this.#logger.warn(
+          { organizations, organizationFiles: autoOrganizationFiles(organizations) },
+          'ORGANIZATION_FILES=auto: this generation keeps a file for each of its many organizations, as it was made; a --rebuild makes one where they share files (docs/operations.md)',
+        )
+      }
+      return undefined
+    }
+    const organizations = await count()
+    const files = autoOrganizationFiles(organizations)
+    this.#logger.info(
+      { organizations, organizationFiles: files, ownFilesUpTo: OWN_FILES_UP_TO },
+      files === 0
+        ? 'ORGANIZATION_FILES=auto: each organization gets a file of its own'
+        : 'ORGANIZATION_FILES=auto: the organizations share files',
+    )
+    return files
+  }
+
+  /** Organizations in the topics (a new generation's, with ORGANIZATION_FILES=auto). */
+  #organizationsInTopics(): Promise<number> {
+    const config = this.#config
+    return recordsInTopic(
+      { brokers: config.kafka.brokers, clientId: config.kafka.clientId, logger: this.#logger },
+      organizationsTopic(config.topicPrefix),
+    )
+  }
+
   #openApplier(offsetGuard: boolean, previous?: Generation): LaneApplier {
     const config = this.#config
     if (previous !== undefined) this.#prior = openPriorGeneration(previous)
@@ -195,7 +249,7 @@ class ProjectorProcess implements Projector {
       maxOpenFiles: config.openFilesMax,
       cacheBudgetBytes: config.sqliteCacheBytes,
       documentBuildWorkers: config.documentBuildWorkers,
-      organizationFiles: config.organizationFiles,
+      organizationFiles: this.#organizationFiles,
       clock: this.#clock,
       ...(priorStamp === undefined ? {} : { priorStamp, previousGeneration: previous }),
       unpublishedGeneration: this.#rebuilding,
@@ -416,9 +470,12 @@ class ProjectorProcess implements Projector {
     requestedPath: string,
     options: { batchSize?: number; progress?: Progress } = {},
   ): Promise<FileRunSummary> {
-    const a = this.#openApplier(false)
     const deadLetterFile = deadLetterFilePath(this.#config.dataDir)
     const path = setAsideIfDeadLetters(requestedPath, deadLetterFile, this.#clock(), this.#logger)
+    this.#organizationFiles = await this.#organizationFilesFor(() =>
+      recordsOfTopicInFile(path, organizationsTopic(this.#config.topicPrefix)),
+    )
+    const a = this.#openApplier(false)
     const summary: FileRunSummary = {
       records: 0,
       applied: 0,
@@ -484,6 +541,9 @@ class ProjectorProcess implements Projector {
       const generation = this.#generation
       groupId = `${config.kafka.groupId}.${generation.name}`
       this.#rebuilding = true
+      this.#organizationFiles = await this.#organizationFilesFor(() =>
+        this.#organizationsInTopics(),
+      )
       this.#openApplier(true, previous)
       onCaughtUp = async () => {
         // Stopped mid-build: the new generation is not complete, and is not published.
@@ -503,6 +563,9 @@ class ProjectorProcess implements Projector {
         'rebuilding into a new generation',
       )
     } else {
+      this.#organizationFiles = await this.#organizationFilesFor(() =>
+        this.#organizationsInTopics(),
+      )
       this.#openApplier(true)
       this.#sweepReplacedFiles()
       // A generation keeps the consumer group that built it, so a restart resumes, not replays.

@@ -81,14 +81,22 @@ const projectorEnv = z.object({
   SQLITE_CACHE_MB: positiveInt.max(65_536, 'must be at most 65536 (64 GB)').default(32),
   /**
    * Files a new generation's organizations share (src/organization-files.ts); 0: a file of its own
-   * for each, as before. Recorded with the generation: changing it takes a `--rebuild`.
+   * for each; `auto`: chosen from the organizations the source holds when the generation is made
+   * (`autoOrganizationFiles`). Recorded with the generation: changing it takes a `--rebuild`.
    */
-  ORGANIZATION_FILES: z.coerce
-    .number()
-    .int()
-    .min(0)
-    .max(MAX_SHARED_FILES, `must be at most ${MAX_SHARED_FILES}`)
-    .default(0),
+  ORGANIZATION_FILES: z
+    .union(
+      [
+        z.literal('auto'),
+        z.coerce
+          .number()
+          .int()
+          .min(0, `must be 'auto' or a whole number from 0 to ${MAX_SHARED_FILES}`)
+          .max(MAX_SHARED_FILES, `must be at most ${MAX_SHARED_FILES}`),
+      ],
+      { error: `must be 'auto' or a whole number from 0 to ${MAX_SHARED_FILES}` },
+    )
+    .default('auto'),
   // Worker threads that build an initial load's documents beside the projector's own thread, one
   // organization each; 0: none. Each costs about 55 MB (its own V8 heap and modules).
   DOCUMENT_BUILD_WORKERS: z.coerce.number().int().min(0).max(64).default(1),
@@ -123,7 +131,8 @@ export type ProjectorConfig = {
   walCheckpointBytes: number
   openFilesMax: number
   sqliteCacheBytes: number
-  organizationFiles: number
+  /** A number of shared files, or `auto` (chosen when a generation is made: projector.ts). */
+  organizationFiles: number | 'auto'
   documentBuildWorkers: number
   lanes: number
   progressIntervalMs: number

@@ -168,7 +168,12 @@ function sharedFilesOf(control: ControlFile, options: ApplierOptions): number {
     control.transaction(() => control.recordSharedFiles(files))
     return files
   }
-  if (recorded !== configured && options.onlyOrganizations === undefined) {
+  // Absent: the caller follows what the generation recorded (ORGANIZATION_FILES=auto).
+  if (
+    options.organizationFiles !== undefined &&
+    recorded !== configured &&
+    options.onlyOrganizations === undefined
+  ) {
     options.logger.warn(
       { generationFiles: recorded, configured },
       'ORGANIZATION_FILES differs from the number this generation was made with: it keeps its own until a --rebuild makes a new one',

@@ -115,8 +115,38 @@ export function changeTopics(topicPrefix: string): string[] {
   return sourceTables.map((table) => `${topicPrefix}.public.${table}`)
 }
 
+/** The change topic of the organizations table. */
+export function organizationsTopic(topicPrefix: string): string {
+  return `${topicPrefix}.public.organizations`
+}
+
 export function createKafkaSource(options: KafkaSourceOptions): KafkaSource {
   return new KafkaChangeSource(options)
+}
+
+/**
+ * The records `topic` holds now, between its partitions' first and next offsets (a compacted
+ * topic: about one per key once compacted, more before); 0 for a topic that does not exist yet.
+ * What `ORGANIZATION_FILES=auto` counts the organizations by (projector.ts).
+ */
+export async function recordsInTopic(
+  options: Pick<KafkaSourceOptions, 'brokers' | 'clientId' | 'logger'>,
+  topic: string,
+): Promise<number> {
+  const admin = new Kafka({
+    clientId: options.clientId,
+    brokers: options.brokers,
+    logLevel: kafkaLogLevel.WARN,
+    logCreator: kafkaLogCreator(options.logger),
+    retry: { initialRetryTime: 300, maxRetryTime: 30_000, retries: 8 },
+  } satisfies KafkaConfig).admin()
+  await admin.connect()
+  try {
+    if (!(await admin.listTopics()).includes(topic)) return 0
+    return await eventsInTopics(admin, [topic])
+  } finally {
+    await admin.disconnect().catch(() => undefined)
+  }
 }
 
 /** A batch kafkajs delivered (one partition's share of a fetch), until its outcome is recorded. */

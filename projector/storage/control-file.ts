@@ -130,14 +130,38 @@ export function readRoutedOrganizations(path: string): string[] {
 
 /** The files a generation's organizations share, read from its control.db: 0 if none. */
 export function readSharedFiles(path: string): number {
+  return recordedSharedFiles(path) ?? 0
+}
+
+/** The organizations control.db holds (their rows, whether or not they have others yet). */
+export function readOrganizationCount(path: string): number {
   if (!existsSync(path)) return 0
   const db = new Database(path, { readonly: true, fileMustExist: true })
   try {
+    return db.prepare<[], number>('SELECT count(*) FROM organizations').pluck().get() ?? 0
+  } finally {
+    db.close()
+  }
+}
+
+/**
+ * The files a generation's organizations share as its control.db records them; undefined for a
+ * generation not made yet (no control.db, or nothing recorded: the projector records it as it
+ * first opens the generation).
+ */
+export function recordedSharedFiles(path: string): number | undefined {
+  if (!existsSync(path)) return undefined
+  const db = new Database(path, { readonly: true, fileMustExist: true })
+  try {
+    const hasState = db
+      .prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'replica_state'`)
+      .get()
+    if (hasState === undefined) return undefined
     const value = db
       .prepare<[string], string>('SELECT value FROM replica_state WHERE key = ?')
       .pluck()
       .get(SHARED_FILES_STATE)
-    return value === undefined ? 0 : Number(value)
+    return value === undefined ? undefined : Number(value)
   } finally {
     db.close()
   }

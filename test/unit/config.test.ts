@@ -197,10 +197,15 @@ describe('loadProjectorConfig', () => {
     expect(() => loadProjectorConfig({ OPEN_FILES_MAX: '0' })).toThrow(/OPEN_FILES_MAX: /)
   })
 
-  it('gives each organization a file of its own by default; ORGANIZATION_FILES shares them among that many', () => {
-    expect(loadProjectorConfig({}).organizationFiles).toBe(0)
+  it('chooses the shared files from the organizations by default; ORGANIZATION_FILES sets them', () => {
+    expect(loadProjectorConfig({}).organizationFiles).toBe('auto')
+    expect(loadProjectorConfig({ ORGANIZATION_FILES: 'auto' }).organizationFiles).toBe('auto')
+    expect(loadProjectorConfig({ ORGANIZATION_FILES: '0' }).organizationFiles).toBe(0)
     expect(loadProjectorConfig({ ORGANIZATION_FILES: '100' }).organizationFiles).toBe(100)
     expect(() => loadProjectorConfig({ ORGANIZATION_FILES: '-1' })).toThrow(/ORGANIZATION_FILES: /)
+    expect(() => loadProjectorConfig({ ORGANIZATION_FILES: 'many' })).toThrow(
+      /ORGANIZATION_FILES: must be 'auto' or a whole number from 0 to 10000/,
+    )
     expect(() => loadProjectorConfig({ ORGANIZATION_FILES: '10001' })).toThrow(
       /ORGANIZATION_FILES: must be at most 10000/,
     )

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto'
 import { describe, expect, it } from 'vitest'
 import { firstFileName, generation, parseFileName } from '../../src/layout.ts'
 import {
+  autoOrganizationFiles,
   fileKeyOf,
   isSharedFileName,
   parseSharedFileName,
@@ -77,5 +78,18 @@ describe('the versions of a file, by its key', () => {
     expect(() => g.filePath('shared-0001.db', 'shared-0002.r1.db')).toThrow()
     expect(() => g.filePath('shared-0001.db', '../x.db')).toThrow()
     expect(() => g.filePath(id, 'shared-0001.db')).toThrow()
+  })
+})
+
+describe('autoOrganizationFiles', () => {
+  it('gives up to 100 organizations a file each, and more about 30 to a shared file', () => {
+    expect(autoOrganizationFiles(0)).toBe(0)
+    expect(autoOrganizationFiles(7)).toBe(0)
+    expect(autoOrganizationFiles(100)).toBe(0)
+    expect(autoOrganizationFiles(101)).toBe(4)
+    expect(autoOrganizationFiles(3_000)).toBe(100)
+    expect(autoOrganizationFiles(30_000)).toBe(1_000)
+    // Never more files than their names allow.
+    expect(autoOrganizationFiles(10_000_000)).toBe(10_000)
   })
 })

@@ -128,6 +128,51 @@ describe('organizations in shared files', () => {
   }, 120_000)
 })
 
+describe('ORGANIZATION_FILES=auto, the default', () => {
+  /** A file of `count` organizations, each with a provider, for `--from-file`. */
+  function organizationsFile(dir: string, count: number): string {
+    const file = join(dir, `events-${count}.ndjson`)
+    const lines: string[] = []
+    for (let n = 0; n < count; n++) {
+      const org = uuid(0xa000 + n)
+      lines.push(
+        JSON.stringify(record({ table: 'organizations', op: 'r', after: organizationRow(org) })),
+      )
+      lines.push(
+        JSON.stringify(
+          record({ table: 'providers', op: 'r', after: providerRow(uuid(0xb000 + n), org) }),
+        ),
+      )
+    }
+    writeFileSync(file, `${lines.join('\n')}\n`)
+    return file
+  }
+
+  it.each([
+    [100, 100, 'a file each, up to 100 organizations'],
+    [101, 4, 'shared files past 100, about 30 organizations to a file'],
+  ])('%i organizations load into %i files: %s', async (count, files) => {
+    const dir = mkdtempSync(join(tmpdir(), 'replica-auto-files-'))
+    dirs.push(dir)
+    const dataDir = join(dir, 'data')
+    // No ORGANIZATION_FILES: the default.
+    const run = await runEntry(
+      'projector/main.ts',
+      ['--from-file', organizationsFile(dir, count)],
+      {
+        DATA_DIR: dataDir,
+        LOG_LEVEL: 'info',
+      },
+    )
+    expect(run.code, run.stderr).toBe(0)
+    const generation = currentGeneration(dataDir)!
+    const names = readdirSync(generation.organizationsDir).filter((f) => f.endsWith('.db'))
+    expect(names).toHaveLength(files)
+    expect(names.every((name) => name.startsWith('shared-'))).toBe(count > 100)
+    expect(run.stdout + run.stderr).toContain(`"organizationFiles":${count > 100 ? files : 0}`)
+  })
+})
+
 describe(
   'a live generation of shared files, and the rebuilds built aside',
   { timeout: 300_000 },

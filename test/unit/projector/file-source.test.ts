@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { parseRecordLine } from '../../../projector/decode/file-line.ts'
-import { readRecordBatches } from '../../../projector/sources/file.ts'
+import { readRecordBatches, recordsOfTopicInFile } from '../../../projector/sources/file.ts'
 import { generateDataset } from '../../../scripts/dataset/generate.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'file-source-test-'))
@@ -59,5 +59,34 @@ describe('readRecordBatches', () => {
       JSON.stringify({ ...record, topic: 'caf\u00e9.public.providers' }),
     ]
     expect(await readAll(lines)).toEqual(lines.map((line, i) => parseRecordLine(line, i + 1)))
+  })
+})
+
+describe('recordsOfTopicInFile', () => {
+  it("counts a topic's lines, one cut by the read's 4 MB chunks included, and no other topic's", async () => {
+    const line = (topic: string) => JSON.stringify({ topic, partition: 0, offset: '0', key: null })
+    const organizations = line('product.public.organizations')
+    // Padding that ends 10 bytes into the needle past the first 4 MB chunk.
+    const head = `${line('product.public.providers')}\n`
+    const cut = 4 * 1024 * 1024 - head.length - 1 - '{"topic":"product.pu'.length
+    const lines = [
+      head.trimEnd(),
+      `{"pad":"${'x'.repeat(cut - '{"pad":""}'.length)}"}`,
+      organizations,
+      organizations,
+      line('product.public.organizations_archive'),
+      // A record whose value names the topic, quoted inside a string: not a record of it.
+      JSON.stringify({
+        topic: 'product.public.providers',
+        note: '"topic":"product.public.organizations"',
+      }),
+    ]
+    const path = join(dir, 'topics.ndjson')
+    writeFileSync(path, `${lines.join('\n')}\n`)
+    expect(lines.slice(0, 2).join('\n').length + 1 + '{"topic":"product.pu'.length).toBe(
+      4 * 1024 * 1024,
+    )
+    expect(await recordsOfTopicInFile(path, 'product.public.organizations')).toBe(2)
+    expect(await recordsOfTopicInFile(path, 'product.public.providers')).toBe(2)
   })
 })
