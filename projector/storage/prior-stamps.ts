@@ -54,10 +54,8 @@ export function openPriorGeneration(previous: Generation): PriorGeneration {
       return held
     }
     if (absent.has(key)) return undefined
-    const path =
-      sharedFiles > 0
-        ? previous.sharedPath(key)
-        : previous.organizationPath(organizationId, files.get(organizationId))
+    // The file its key is served from: a rebuild of its organizations may have replaced it.
+    const path = previous.filePath(key, files.get(key))
     const bytes = statSync(path, { throwIfNoEntry: false })?.size
     if (bytes === undefined) {
       absent.add(key)

@@ -69,4 +69,40 @@ describe('openPriorGeneration', () => {
       expect(lookUp(0)).toBeUndefined()
     },
   )
+
+  it("reads a shared file's stamps from the version its key is served from", () => {
+    let now = new Date('2026-01-01T00:00:00.000Z')
+    const { applier, generation } = testApplier(
+      { offsetGuard: false, clock: () => now, organizationFiles: 1 },
+      undefined,
+      (made) => dirs.push(made),
+    )
+    applier.applyBatch([
+      record({ table: 'providers', op: 'c', after: providerRow(uuid(1), uuid(7001)), lsn: 1 }),
+    ])
+    const key = 'shared-0000.db'
+    const source = new Database(generation.filePath(key), { readonly: true })
+    const { hash, stamp } = source
+      .prepare('SELECT hash, updated_at AS stamp FROM doc_providers WHERE id = ?')
+      .get(uuid(1)) as { hash: string; stamp: string }
+    source.prepare('VACUUM INTO ?').run(generation.filePath(key, 'shared-0000.r1.db'))
+    source.close()
+    // The rebuilt version, swapped in, gives the document another content and a later stamp;
+    // the first file, replaced, still lies beside it (removed after a grace period).
+    const rebuilt = new Database(generation.filePath(key, 'shared-0000.r1.db'))
+    rebuilt.prepare(`UPDATE doc_providers SET hash = 'rebuilt' WHERE id = ?`).run(uuid(1))
+    rebuilt.close()
+    now = new Date('2026-01-02T00:00:00.000Z')
+    applier.replaceFile(key, 'shared-0000.r1.db')
+    applier.close()
+
+    const prior = openPriorGeneration(generation)
+    try {
+      expect(prior.priorStamp(uuid(7001), 'provider', uuid(1), hash)).toBeUndefined()
+      const later = prior.priorStamp(uuid(7001), 'provider', uuid(1), 'rebuilt')
+      expect(later! > stamp).toBe(true)
+    } finally {
+      prior.close()
+    }
+  })
 })
