@@ -473,7 +473,7 @@ class ProjectorProcess implements Projector {
     const deadLetterFile = deadLetterFilePath(this.#config.dataDir)
     const path = setAsideIfDeadLetters(requestedPath, deadLetterFile, this.#clock(), this.#logger)
     this.#organizationFiles = await this.#organizationFilesFor(() =>
-      recordsOfTopicInFile(path, organizationsTopic(this.#config.topicPrefix)),
+      Promise.resolve(recordsOfTopicInFile(path, organizationsTopic(this.#config.topicPrefix))),
     )
     const a = this.#openApplier(false)
     const summary: FileRunSummary = {

@@ -63,12 +63,12 @@ describe('readRecordBatches', () => {
 })
 
 describe('recordsOfTopicInFile', () => {
-  it("counts a topic's lines, one cut by the read's 4 MB chunks included, and no other topic's", async () => {
+  it("counts a topic's lines, one cut by the read's 64 KB chunks included, and no other topic's", () => {
     const line = (topic: string) => JSON.stringify({ topic, partition: 0, offset: '0', key: null })
     const organizations = line('product.public.organizations')
-    // Padding that ends 10 bytes into the needle past the first 4 MB chunk.
+    // Padding up to the middle of a needle at the first 64 KB chunk's end.
     const head = `${line('product.public.providers')}\n`
-    const cut = 4 * 1024 * 1024 - head.length - 1 - '{"topic":"product.pu'.length
+    const cut = 64 * 1024 - head.length - 1 - '{"topic":"product.pu'.length
     const lines = [
       head.trimEnd(),
       `{"pad":"${'x'.repeat(cut - '{"pad":""}'.length)}"}`,
@@ -83,10 +83,8 @@ describe('recordsOfTopicInFile', () => {
     ]
     const path = join(dir, 'topics.ndjson')
     writeFileSync(path, `${lines.join('\n')}\n`)
-    expect(lines.slice(0, 2).join('\n').length + 1 + '{"topic":"product.pu'.length).toBe(
-      4 * 1024 * 1024,
-    )
-    expect(await recordsOfTopicInFile(path, 'product.public.organizations')).toBe(2)
-    expect(await recordsOfTopicInFile(path, 'product.public.providers')).toBe(2)
+    expect(lines.slice(0, 2).join('\n').length + 1 + '{"topic":"product.pu'.length).toBe(64 * 1024)
+    expect(recordsOfTopicInFile(path, 'product.public.organizations')).toBe(2)
+    expect(recordsOfTopicInFile(path, 'product.public.providers')).toBe(2)
   })
 })
