@@ -35,11 +35,13 @@ import {
   PackedBatch,
   packRecords,
   recordBytes,
+  type OrganizationFilter,
   type PackContext,
   type PackedShare,
 } from './pack.ts'
 
 export { loadRoundOver, type BatchOutcome, type DeadLetter, type EventTally } from './outcome.ts'
+export type { OrganizationFilter } from './pack.ts'
 
 export interface ApplierOptions {
   generation: Generation
@@ -84,7 +86,7 @@ export interface ApplierOptions {
    * A per-organization rebuild: only these organizations' rows are kept (and routed); every
    * other row is skipped, unless it moves out of one of them. Absent: every organization.
    */
-  onlyOrganizations?: ReadonlySet<string>
+  onlyOrganizations?: OrganizationFilter
   /**
    * Whether `markCaughtUp` logs that the api now serves the replica (default true): a scratch
    * generation (a rebuild's aside, verify's build from PostgreSQL) is served by no api.

@@ -194,7 +194,12 @@ export interface PackContext {
   buffers: BufferPool
   knownOrganizations: () => string[]
   /** A per-organization rebuild: only these organizations' events are packed. */
-  only: ReadonlySet<string> | undefined
+  only: OrganizationFilter | undefined
+}
+
+/** The organizations a per-organization rebuild keeps: a set of them, or of their files'. */
+export interface OrganizationFilter {
+  has(organizationId: string): boolean
 }
 
 export function emptyOutcome(): BatchOutcome {

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import type { Logger } from 'pino'
 import type { ProjectorConfig } from '../../src/config.ts'
 import { prepareGeneration, type Generation } from '../../src/layout.ts'
-import { createApplier } from '../lanes/apply.ts'
+import { createApplier, type OrganizationFilter } from '../lanes/apply.ts'
 import { changeTopics, createKafkaSource } from '../sources/kafka.ts'
 import type { PartitionPosition } from '../storage/handover.ts'
 import { openPriorGeneration } from '../storage/prior-stamps.ts'
@@ -29,7 +29,7 @@ export interface AsideBuildDeps {
   /** The consumer group of the replay, deleted when it is done. */
   groupId: string
   /** Only these organizations (per-organization rebuild); absent: all. */
-  organizations?: ReadonlySet<string>
+  organizations?: OrganizationFilter
   /**
    * The files the organizations share, as the live generation keeps them (src/organization-files.ts);
    * 0 or absent: each its own.

@@ -49,6 +49,7 @@ import {
 } from '../storage/control-file.ts'
 import { syncDirectory } from '../storage/durable.ts'
 import { compareDocumentFiles, type ResourceDiff } from '../documents/index.ts'
+import type { OrganizationFilter } from '../lanes/apply.ts'
 import { buildAside } from './aside.ts'
 import {
   handoverPending,
@@ -119,17 +120,17 @@ export async function rebuildAside(
   try {
     removeLeftovers(rebuildsDir, live, logger)
     const wanted = asked === undefined ? undefined : sharingFiles(asked, known, sharedFiles)
+    // What the replay keeps: the organizations asked for, or every organization of their shared
+    // files, known to the live replica or not (the topics are what the file is rebuilt from).
+    const files = asked === undefined ? undefined : fileKeys(asked, sharedFiles)
+    const keep = files === undefined || sharedFiles === 0 ? wanted : inFiles(files, sharedFiles)
     if (asked !== undefined && wanted !== undefined && wanted.size > asked.size) {
       logger.info(
-        { asked: asked.size, rebuilt: wanted.size, files: fileKeys(wanted, sharedFiles).size },
+        { asked: asked.size, rebuilt: wanted.size, files: files?.size },
         'the organizations asked for share files: each file is rebuilt whole, with every organization it holds',
       )
     }
-    checkDiskSpace(
-      config.dataDir,
-      live,
-      wanted === undefined ? undefined : fileKeys(wanted, sharedFiles),
-    )
+    checkDiskSpace(config.dataDir, live, files)
     const run = `${clock()
       .toISOString()
       .replace(/[-:.TZ]/g, '')}-${randomBytes(3).toString('hex')}`
@@ -142,7 +143,7 @@ export async function rebuildAside(
         dir,
         groupId: `${config.kafka.groupId}.rebuild-${run}`,
         live,
-        ...(wanted === undefined ? {} : { organizations: wanted }),
+        ...(keep === undefined ? {} : { organizations: keep }),
         // Built as the live generation keeps its files, so that a shared one is handed over whole.
         organizationFiles: sharedFiles,
         ...(deps.onProgress === undefined ? {} : { onProgress: deps.onProgress }),
@@ -150,8 +151,12 @@ export async function rebuildAside(
         clock,
       })
       const livePath = liveOrganizationPaths(live)
+      // Every organization rebuilt (in a shared file, those the topics have as well as those the
+      // live replica knows), or every one of both sides.
       const organizations =
-        wanted ?? new Set([...built.organizations, ...organizationsWithRows(live)])
+        wanted === undefined
+          ? new Set([...built.organizations, ...organizationsWithRows(live)])
+          : new Set([...wanted, ...built.organizations])
       const reports: OrganizationReport[] = []
       for (const organizationId of [...organizations].sort()) {
         const rebuilt = built.generation.filePath(fileKeyOf(organizationId, sharedFiles))
@@ -182,9 +187,8 @@ export async function rebuildAside(
 }
 
 /**
- * The organizations to rebuild for those asked: themselves, or in a generation of shared files
- * every known organization of their files (an organization of the file the live replica lacks
- * rows of, its organizations row aside, has none in the topics either).
+ * The organizations to rebuild for those asked, as the live replica knows them: themselves, or in
+ * a generation of shared files every known organization of their files.
  */
 function sharingFiles(
   asked: ReadonlySet<string>,
@@ -196,6 +200,11 @@ function sharingFiles(
   const sharing = new Set(asked)
   for (const id of known) if (files.has(fileKeyOf(id, sharedFiles))) sharing.add(id)
   return sharing
+}
+
+/** Every organization whose rows are in one of `files`, by its id. */
+function inFiles(files: ReadonlySet<string>, sharedFiles: number): OrganizationFilter {
+  return { has: (id) => files.has(fileKeyOf(id, sharedFiles)) }
 }
 
 function fileKeys(organizations: Iterable<string>, sharedFiles: number): Set<string> {
