@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import type { ProjectorConfig } from '../src/config.ts'
 import { existsSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
 import {
   SQLITE_SIDE_SUFFIXES,
   currentGeneration,
@@ -212,6 +213,7 @@ class ProjectorProcess implements Projector {
       return undefined
     }
     const organizations = await count()
+    if (this.#stopped.signal.aborted) return undefined
     const files = autoOrganizationFiles(organizations)
     this.#logger.info(
       { organizations, organizationFiles: files, ownFilesUpTo: OWN_FILES_UP_TO },
@@ -222,13 +224,31 @@ class ProjectorProcess implements Projector {
     return files
   }
 
-  /** Organizations in the topics (a new generation's, with ORGANIZATION_FILES=auto). */
-  #organizationsInTopics(): Promise<number> {
+  /**
+   * Organizations in the topics (a new generation's, with ORGANIZATION_FILES=auto), asked until
+   * Kafka answers, as the consumer connects (sources/kafka.ts `start`); 0 once stopping.
+   */
+  async #organizationsInTopics(): Promise<number> {
     const config = this.#config
-    return recordsInTopic(
-      { brokers: config.kafka.brokers, clientId: config.kafka.clientId, logger: this.#logger },
-      organizationsTopic(config.topicPrefix),
-    )
+    const { signal } = this.#stopped
+    let delay = 500
+    while (!signal.aborted) {
+      try {
+        return await recordsInTopic(
+          { brokers: config.kafka.brokers, clientId: config.kafka.clientId, logger: this.#logger },
+          organizationsTopic(config.topicPrefix),
+        )
+      } catch (error) {
+        if (signal.aborted) break
+        this.#logger.error(
+          { err: error, retryInMs: delay },
+          'cannot reach Kafka to count the organizations (ORGANIZATION_FILES=auto); retrying',
+        )
+        await sleep(delay, undefined, { signal }).catch(() => undefined)
+        delay = Math.min(delay * 2, 30_000)
+      }
+    }
+    return 0
   }
 
   #openApplier(offsetGuard: boolean, previous?: Generation): LaneApplier {
@@ -535,15 +555,19 @@ class ProjectorProcess implements Projector {
     let groupId: string
     let onCaughtUp = async () => void (await this.#caughtUp())
     let previous: Generation | undefined
+    // The operations server first: an orchestrator sees the process alive, and not ready, while
+    // it waits for Kafka (for the count ORGANIZATION_FILES=auto takes, or for the consumer).
+    this.#admin = buildAdmin({ registry: this.metrics.registry, readiness: this.#readiness })
+    await this.#admin.listen({ host: config.admin.host, port: config.admin.port })
     if (options.rebuild === true) {
       previous = currentGeneration(config.dataDir)
       this.#generation = prepareGeneration(config.dataDir, newGenerationName(this.#clock()))
       const generation = this.#generation
       groupId = `${config.kafka.groupId}.${generation.name}`
       this.#rebuilding = true
-      this.#organizationFiles = await this.#organizationFilesFor(() =>
-        this.#organizationsInTopics(),
-      )
+      const files = await this.#organizationFilesFor(() => this.#organizationsInTopics())
+      if (this.#stopped.signal.aborted) return
+      this.#organizationFiles = files
       this.#openApplier(true, previous)
       onCaughtUp = async () => {
         // Stopped mid-build: the new generation is not complete, and is not published.
@@ -563,17 +587,15 @@ class ProjectorProcess implements Projector {
         'rebuilding into a new generation',
       )
     } else {
-      this.#organizationFiles = await this.#organizationFilesFor(() =>
-        this.#organizationsInTopics(),
-      )
+      const files = await this.#organizationFilesFor(() => this.#organizationsInTopics())
+      if (this.#stopped.signal.aborted) return
+      this.#organizationFiles = files
       this.#openApplier(true)
       this.#sweepReplacedFiles()
       // A generation keeps the consumer group that built it, so a restart resumes, not replays.
       groupId = this.#applier!.control.consumerGroup() ?? config.kafka.groupId
     }
     this.#applier!.control.recordConsumerGroup(groupId)
-    this.#admin = buildAdmin({ registry: this.metrics.registry, readiness: this.#readiness })
-    await this.#admin.listen({ host: config.admin.host, port: config.admin.port })
     this.#consuming = { groupId, onCaughtUp, progress: options.progress, previous }
     await this.#consume()
   }

@@ -138,7 +138,8 @@ export async function recordsInTopic(
     brokers: options.brokers,
     logLevel: kafkaLogLevel.WARN,
     logCreator: kafkaLogCreator(options.logger),
-    retry: { initialRetryTime: 300, maxRetryTime: 30_000, retries: 8 },
+    // The caller retries, as long as it needs to: one attempt here fails in seconds.
+    retry: { initialRetryTime: 300, retries: 2 },
   } satisfies KafkaConfig).admin()
   await admin.connect()
   try {
