@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { changeTopics } from '../../projector/sources/kafka.ts'
 import { changeTopicConfigEntries } from '../../projector/sources/topic-config.ts'
-import { currentGeneration, parseOrganizationFileName } from '../../src/layout.ts'
+import { currentGeneration, parseFileName } from '../../src/layout.ts'
 import { readOrganizationFiles } from '../../projector/storage/control-file.ts'
 import { startConnect, type StartedConnect } from '../harness/connect.ts'
 import {
@@ -343,26 +343,50 @@ export function servedState(dataDir: string): Map<string, string> {
   }
   read(generation.controlPath, 'control', () => ['organizations', 'api_keys'])
   if (existsSync(generation.organizationsDir)) {
-    // The file each organization is served from (a per-organization rebuild gives it a new one).
+    // The file each key is served from (a per-organization rebuild gives it a new one).
     const files = readOrganizationFiles(generation.controlPath)
-    const organizations = new Set(
+    const keys = new Set(
       readdirSync(generation.organizationsDir).flatMap(
-        (name) => parseOrganizationFileName(name)?.organizationId ?? [],
+        (name) => parseFileName(name)?.fileKey ?? [],
       ),
     )
-    for (const organizationId of [...organizations].sort()) {
-      read(
-        generation.organizationPath(organizationId, files.get(organizationId)),
-        `${organizationId}.db`,
-        (db) =>
-          db
-            .prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'doc_*'`)
-            .pluck()
-            .all() as string[],
-      )
-    }
+    for (const key of [...keys].sort())
+      readFileOrganizations(generation.filePath(key, files.get(key)))
   }
   return state
+
+  /**
+   * Each organization's documents in the file, labelled by the organization whichever file holds
+   * it (its own, or one shared by organizations), without the key a shared file numbers it by:
+   * a replica whose organizations share files compares with one where each has its own.
+   */
+  function readFileOrganizations(path: string): void {
+    const db = new Database(path, { readonly: true, fileMustExist: true })
+    try {
+      const tables = db
+        .prepare(`SELECT name FROM sqlite_master WHERE type = 'table' AND name GLOB 'doc_*'`)
+        .pluck()
+        .all() as string[]
+      const organizations = db
+        .prepare('SELECT key, organization_id AS id FROM file_organizations ORDER BY key')
+        .all() as Array<{ key: number; id: string }>
+      for (const { key, id } of organizations) {
+        for (const table of tables) {
+          const rows = db
+            .prepare(`SELECT * FROM "${table}" WHERE organization_key = ? ORDER BY id`)
+            .all(key) as Record<string, unknown>[]
+          for (const row of rows) {
+            const { updated_at: _u, sensitive_updated_at: _s, organization_key: _k, ...rest } = row
+            rest.body = withoutStamp(rest.body)
+            if ('sensitive_body' in rest) rest.sensitive_body = withoutStamp(rest.sensitive_body)
+            state.set(`${id}.db/${table}/${String(row.id)}`, JSON.stringify(rest))
+          }
+        }
+      }
+    } finally {
+      db.close()
+    }
+  }
 }
 
 /** A readable account of how two served states differ (at most `limit` entries). */
