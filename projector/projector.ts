@@ -204,9 +204,10 @@ class ProjectorProcess implements Projector {
       // Made with files of their own (before `auto`, or with fewer organizations then): said at
       // each start once they are many, since only a rebuild changes it.
       const organizations = recorded === 0 ? readOrganizationCount(this.#generation.controlPath) : 0
-      if (autoOrganizationFiles(organizations) > 0) {
+      const files = autoOrganizationFiles(organizations)
+      if (files > 0) {
         this.#logger.warn(
-          { organizations, organizationFiles: autoOrganizationFiles(organizations) },
+          { organizations, organizationFiles: files },
           'ORGANIZATION_FILES=auto: this generation keeps a file for each of its many organizations, as it was made; a --rebuild makes one where they share files (docs/operations.md)',
         )
       }

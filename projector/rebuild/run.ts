@@ -119,11 +119,15 @@ export async function rebuildAside(
   const rebuildsDir = join(config.dataDir, 'rebuilds')
   try {
     removeLeftovers(rebuildsDir, live, logger)
-    const wanted = asked === undefined ? undefined : sharingFiles(asked, known, sharedFiles)
-    // What the replay keeps: the organizations asked for, or every organization of their shared
-    // files, known to the live replica or not (the topics are what the file is rebuilt from).
+    // What the replay keeps: every organization of the asked ones' files (in a generation of
+    // shared files, every one it holds, known to the live replica or not: the topics are what a
+    // file is rebuilt from; else the asked ones), and of them those the live replica knows.
     const files = asked === undefined ? undefined : fileKeys(asked, sharedFiles)
-    const keep = files === undefined || sharedFiles === 0 ? wanted : inFiles(files, sharedFiles)
+    const keep = files === undefined ? undefined : inFiles(files, sharedFiles)
+    const wanted =
+      asked === undefined || keep === undefined
+        ? undefined
+        : new Set([...asked, ...[...known].filter((id) => keep.has(id))])
     if (asked !== undefined && wanted !== undefined && wanted.size > asked.size) {
       logger.info(
         { asked: asked.size, rebuilt: wanted.size, files: files?.size },
@@ -186,23 +190,7 @@ export async function rebuildAside(
   }
 }
 
-/**
- * The organizations to rebuild for those asked, as the live replica knows them: themselves, or in
- * a generation of shared files every known organization of their files.
- */
-function sharingFiles(
-  asked: ReadonlySet<string>,
-  known: ReadonlySet<string>,
-  sharedFiles: number,
-): Set<string> {
-  if (sharedFiles === 0) return new Set(asked)
-  const files = fileKeys(asked, sharedFiles)
-  const sharing = new Set(asked)
-  for (const id of known) if (files.has(fileKeyOf(id, sharedFiles))) sharing.add(id)
-  return sharing
-}
-
-/** Every organization whose rows are in one of `files`, by its id. */
+/** Every organization whose rows are in one of `files` (by key), by its id. */
 function inFiles(files: ReadonlySet<string>, sharedFiles: number): OrganizationFilter {
   return { has: (id) => files.has(fileKeyOf(id, sharedFiles)) }
 }

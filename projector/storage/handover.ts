@@ -17,10 +17,10 @@
 // So no change that arrived during the rebuild is lost, and a kill at any point leaves either the
 // old file served with the request still pending, or the new one.
 //
-// A request is `<fileKey>.json` (`<organizationId>.json`, or `shared-<k>.json`). The live projector claims it before anything else by
-// renaming it `.taking` (kept until done, so a projector killed mid-way takes it again at its next
-// start); a rebuild that gives up withdraws it by renaming it `.withdrawn`. A rename succeeds
-// once, so exactly one of the two happens.
+// A request is `<fileKey>.json` (`<organizationId>.json`, or `shared-<k>.json`). The live
+// projector claims it before anything else by renaming it `.taking` (kept until done, so a
+// projector killed mid-way takes it again at its next start); a rebuild that gives up withdraws it
+// by renaming it `.withdrawn`. A rename succeeds once, so exactly one of the two happens.
 import {
   existsSync,
   mkdirSync,
