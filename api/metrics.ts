@@ -21,7 +21,7 @@ export interface ApiMetrics {
 export interface Gauges {
   /** SQLite files held open. */
   openFiles(): number
-  /** Bytes held by the list-page cache. */
+  /** Bytes held by the page cache: list pages and documents' bodies. */
   pageCacheBytes(): number
   /** Milliseconds the served generation is behind its source (docs/freshness.md); undefined: unknown. */
   stalenessMs(): number | undefined
@@ -121,7 +121,7 @@ function replicaMetrics(
   })
   new Gauge({
     name: 'api_page_cache_bytes',
-    help: 'Bytes of list-page bodies cached, across every open organization file',
+    help: "Bytes of list pages and documents' bodies cached, across every open organization file",
     registers: [registry],
     collect() {
       this.set(gauges.pageCacheBytes())

@@ -7,25 +7,49 @@ const DAY_MS = 86_400_000
 
 const fresh: Allocate = (size) => Buffer.allocUnsafe(size)
 
+/** Stored bodies: one text or buffer, or buffers to be joined with commas. */
+type Content = string | Buffer | readonly Buffer[]
+
+function isParts(content: Content): content is readonly Buffer[] {
+  return Array.isArray(content)
+}
+
+function byteLength(content: Content): number {
+  if (typeof content === 'string') return Buffer.byteLength(content)
+  if (!isParts(content)) return content.length
+  let length = Math.max(content.length - 1, 0)
+  for (const part of content) length += part.length
+  return length
+}
+
 // Bodies are sent as bytes, encoded once straight into the response buffer: a large string
 // written to a socket, or an extra copy, costs more than the encoding itself.
-function wrap(head: string, content: string | Buffer, tail: string, allocate: Allocate): Buffer {
+function wrap(head: string, content: Content, tail: string, allocate: Allocate): Buffer {
   const headLength = Buffer.byteLength(head)
-  const contentLength = typeof content === 'string' ? Buffer.byteLength(content) : content.length
+  const contentLength = byteLength(content)
   const out = allocate(headLength + contentLength + Buffer.byteLength(tail))
   out.write(head, 0)
   if (typeof content === 'string') out.write(content, headLength)
-  else content.copy(out, headLength)
+  else if (!isParts(content)) content.copy(out, headLength)
+  else {
+    let at = headLength
+    for (let i = 0; i < content.length; i++) {
+      if (i > 0) out[at++] = COMMA
+      at += content[i]!.copy(out, at)
+    }
+  }
   out.write(tail, headLength + contentLength)
   return out
 }
 
+const COMMA = 0x2c
+
 /**
- * `{"data":[...],"nextCursor":...}` around the stored bodies of one page, already joined with
- * commas (by SQLite's group_concat, or by `bodies.join(',')`).
+ * `{"data":[...],"nextCursor":...}` around the stored bodies of one page: already joined with
+ * commas (by SQLite's group_concat, or by `bodies.join(',')`), or each row's, joined here.
  */
 export function listBody(
-  joinedBodies: string | Buffer,
+  joinedBodies: Content,
   nextCursor: string | null,
   allocate: Allocate = fresh,
 ): Buffer {

@@ -27,6 +27,7 @@ import { openForReading, type SqliteDatabase } from '../src/sqlite.ts'
 import { unavailable } from './errors.ts'
 import type { Sql } from './collections.ts'
 import type { Position } from './cursor.ts'
+import { DocumentBodies } from './document-bodies.ts'
 import { type FilePages, PageCache } from './page-cache.ts'
 
 class UnusableFile extends Error {}
@@ -90,6 +91,7 @@ export class OrganizationFile {
   readonly name: string | null
   /** List pages read for this organization, valid for one `dataVersion` of its file. */
   readonly pages: FilePages
+  readonly #bodies = new Map<string, DocumentBodies>()
   readonly #connection: FileConnection
   /** The organization's key in its file (src/organization-scope.ts). */
   readonly #key: number
@@ -138,23 +140,49 @@ export class OrganizationFile {
    * version of the state it was read from.
    */
   cachedPage(key: string, read: (kept: boolean) => Buffer): { body: Buffer; hit: boolean } {
+    if (this.#connection.db.inTransaction) return this.#keptPage(key, read)
     // A hit needs no snapshot: the version alone says the file is in the state the page was read
-    // from. BEGIN and COMMIT cost a cached page about as much as the rest of its lookup. A key
-    // with no page at all (most polls: their watermark is new) skips that version read: it is a
-    // read transaction of its own, and with thousands of files open it is a cold one.
-    if (!this.#connection.db.inTransaction && this.pages.has(key)) {
-      const cached = this.pages.get(this.dataVersion(), key)
-      if (cached !== undefined) return { body: cached, hit: true }
-    }
+    // from. BEGIN and COMMIT cost a cached page about as much as the rest of its lookup.
+    const version = this.dataVersion()
+    const cached = this.pages.get(version, key)
+    if (cached !== undefined) return { body: cached, hit: true }
+    // A page read once at this version (most: distinct cursors, a poller's new watermark) is not
+    // kept, so no snapshot has to tie it to the version: `read` takes one if it needs one.
+    if (!this.pages.askedAgain(version, key)) return { body: read(false), hit: false }
+    return this.#keptPage(key, read, version)
+  }
+
+  /**
+   * The page under `key`, read and kept in one snapshot with the version it is kept under; kept
+   * only if that is still `askedAt`, the version it was found asked for again at (if any).
+   */
+  #keptPage(
+    key: string,
+    read: (kept: boolean) => Buffer,
+    askedAt?: number,
+  ): { body: Buffer; hit: boolean } {
     return this.snapshot(() => {
       const version = this.dataVersion()
       const cached = this.pages.get(version, key)
       if (cached !== undefined) return { body: cached, hit: true }
-      const kept = this.pages.askedAgain(version, key)
+      const kept = askedAt === undefined ? this.pages.askedAgain(version, key) : askedAt === version
       const body = read(kept)
       if (kept) this.pages.set(version, key, body)
       return { body, hit: false }
     })
+  }
+
+  /**
+   * What is known of the bodies of one list view's documents (`view`: its table and body column),
+   * checked against each page's versions, so it outlives the file's versions (document-bodies.ts).
+   */
+  bodies(view: string): DocumentBodies {
+    let bodies = this.#bodies.get(view)
+    if (bodies === undefined) {
+      bodies = new DocumentBodies(this.pages.cache)
+      this.#bodies.set(view, bodies)
+    }
+    return bodies
   }
 
   /**
@@ -206,9 +234,10 @@ export class OrganizationFile {
     return statement
   }
 
-  /** Lets go of the handle: its pages, and its file's connection once no handle uses it. */
+  /** Lets go of the handle: its pages and bodies, and its file's connection once no handle uses it. */
   close(): void {
     this.pages.clear()
+    for (const bodies of this.#bodies.values()) bodies.clear()
     if (--this.#connection.users === 0) this.#connection.db.close()
   }
 

@@ -7,6 +7,8 @@
 //
 //   page            the api's statements as shipped (api/collections.ts readPage): the page's
 //                   edge, then its bodies joined inside SQLite and handed over as one BLOB
+//   known           the api's read with every body known (api/document-bodies.ts): the page's
+//                   versions in one statement, the bodies joined from memory
 //   versions        the same rows' id, stamp and stored hash only (what a page's ETag is made of)
 //   positions       the index walk alone: the page's rows counted on the (stamp, id) index
 //
@@ -14,6 +16,8 @@
 import { parseArgs } from 'node:util'
 import { collections, pageSql, readPage } from '../api/collections.ts'
 import type { Position } from '../api/cursor.ts'
+import { PageCache } from '../api/page-cache.ts'
+import { listBody } from '../api/page.ts'
 import { OrganizationFile } from '../api/store.ts'
 import { openForReading } from '../src/sqlite.ts'
 import { buildOrganization, PROVIDERS } from './api-organization.ts'
@@ -25,7 +29,9 @@ const LIMIT = 50
 const { replica, organizationId } = buildOrganization()
 try {
   const db = openForReading(replica.generation.organizationPath(organizationId))
-  const file = new OrganizationFile(db)
+  const file = new OrganizationFile(db, new PageCache(256 * 1024 * 1024).forFile())
+  const known = file.bodies('doc_providers.body')
+  const slab = Buffer.allocUnsafeSlow(512 * 1024)
   const positions = db
     .prepare('SELECT updated_at, id FROM doc_providers ORDER BY updated_at, id')
     .raw(true)
@@ -49,6 +55,12 @@ try {
   }
   const reads: Record<string, (n: number) => number> = {
     page: (n) => readPage(file, pageSql(providers, 'base', {}, pageAt(n)[0], LIMIT)).bodies.length,
+    known: (n) =>
+      listBody(
+        readPage(file, pageSql(providers, 'base', {}, pageAt(n)[0], LIMIT), known).bodies,
+        null,
+        (size) => slab.subarray(0, size),
+      ).length,
     versions: (n) => {
       const [from, last] = pageAt(n)
       return (versions.get(...from, ...last) as string).length

@@ -10,7 +10,6 @@ import {
   EMPTY_PAGE,
   lastPositionSql,
   type PageRead,
-  type PageReader,
   pageSql,
   readPage,
   type View,
@@ -189,10 +188,15 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
       request,
       2,
     )
-    const read = (file: PageReader) =>
-      readPage(file, pageSql(collection, view, query.filters, after, query.limit))
     const bodyColumn = collection.columns[view].body
-    const cursorOf = ({ next }: PageRead) =>
+    const bodiesOf = `${collection.table}.${bodyColumn}`
+    const read = (file: OrganizationFile) =>
+      readPage(
+        file,
+        pageSql(collection, view, query.filters, after, query.limit),
+        file.bodies(bodiesOf),
+      )
+    const cursorOf = ({ next }: { next: Position | undefined }) =>
       next === undefined ? null : encodeCursor(ctx.cursorSecret, binding, next)
     if (!ctx.cachePages) {
       const page = served.organizations.read(principal, read)
@@ -201,7 +205,7 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
       return sendBuilt(ctx, reply, (allocate) => listBody(page.bodies, cursor, allocate), tag)
     }
     // The body of a page, built with its tag (kept beside it: a cached body is sent again with it).
-    const build = (page: PageRead, allocate: Allocate) => {
+    const build = (page: PageRead<Buffer | readonly Buffer[]>, allocate: Allocate) => {
       const cursor = cursorOf(page)
       const body = listBody(page.bodies, cursor, allocate)
       pageTags.set(body, listPageTag(bodyColumn, page.versions, cursor))

@@ -187,3 +187,62 @@ describe('cachedPage', () => {
     expect(cache.bytes).toBe(0)
   })
 })
+
+describe('readPage with the bodies known', () => {
+  let dir: string
+  let writer: SqliteDatabase
+  let file: OrganizationFile
+  let put: (id: string, second: number, name: string) => void
+
+  beforeEach(() => {
+    ;({ dir, writer, file } = organizationFile(new PageCache(1 << 20)))
+    const upsert = writer.prepare(
+      `INSERT OR REPLACE INTO doc_provider_groups (id, updated_at, hash, body) VALUES (?, ?, ?, ?)`,
+    )
+    put = (id, second, name) =>
+      void upsert.run(id, stamp(second), `h-${name}`, JSON.stringify({ id, name }))
+    for (const id of ['g1', 'g2', 'g3']) put(id, 1, 'first')
+  })
+
+  afterEach(() => {
+    file.close()
+    writer.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  const page = pageSql(collections['provider-groups'], 'base', {}, undefined, 2)
+  const known = () => file.bodies('doc_provider_groups.body')
+  const bytes = (bodies: Buffer | readonly Buffer[]) =>
+    Buffer.isBuffer(bodies) ? bodies.toString() : bodies.map((b) => b.toString()).join(',')
+
+  it('joins the page the file holds, with the same versions and next position', () => {
+    const fromFile = readPage(file, page)
+    // The first read learns the bodies; the second reads only the rows' ids and stamps.
+    expect(Buffer.isBuffer(readPage(file, page, known()).bodies)).toBe(true)
+    const joined = readPage(file, page, known())
+    expect(Array.isArray(joined.bodies)).toBe(true)
+    expect(bytes(joined.bodies)).toBe(fromFile.bodies.toString())
+    expect(joined.versions).toBe(fromFile.versions)
+    expect(joined.next).toEqual(fromFile.next)
+  })
+
+  it('serves a changed document as the file now holds it, never the body it knew', () => {
+    const all = pageSql(collections['provider-groups'], 'base', {}, undefined, 3)
+    readPage(file, all, known())
+    // The projector writes a changed body with a stamp later than any in the file.
+    put('g1', 2, 'renamed')
+    const read = readPage(file, all, known())
+    expect(bytes(read.bodies)).toBe(readPage(file, all).bodies.toString())
+    expect(bytes(read.bodies)).toContain('{"id":"g1","name":"renamed"}')
+    expect(bytes(read.bodies)).not.toContain('{"id":"g1","name":"first"}')
+    // Learned: the next read joins it from memory.
+    const again = readPage(file, all, known())
+    expect(Array.isArray(again.bodies)).toBe(true)
+    expect(bytes(again.bodies)).toBe(bytes(read.bodies))
+  })
+
+  it('reads an empty page without a body', () => {
+    const past = pageSql(collections['provider-groups'], 'base', {}, [stamp(9), 'z'], 2)
+    expect(readPage(file, past, known()).bodies.length).toBe(0)
+  })
+})
