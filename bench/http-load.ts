@@ -58,6 +58,11 @@ export async function waitFor(url: string, headers: Record<string, string> = {})
 export interface LoadResult {
   /** CPU time (user + system) of the server process per request, in ms. */
   cpuMsPerRequest: number
+  /**
+   * The same of the load's own process (autocannon), sampled every 200 ms until it exits: on a
+   * machine of two cores, a client that takes one whole bounds what the server can be shown to do.
+   */
+  clientCpuMsPerRequest: number
   rps: number
   p50: number
   p99: number
@@ -89,7 +94,8 @@ export async function autocannon(
   if (rate !== undefined) args.push('-R', String(rate))
   args.push(url)
   const child = spawn(autocannonBin, args, { stdio: ['ignore', 'pipe', 'ignore'] })
-  return loadResult(server, cpuBefore, await stdoutOf(child))
+  const { out, cpu } = await stdoutOf(child)
+  return loadResult(server, cpuBefore, out, cpu)
 }
 
 /** The rest of a distinct-pages plan (bench/distinct-load.ts): what a run adds is the load's size. */
@@ -123,9 +129,9 @@ export async function distinctLoad(
       cwd: repoRoot,
       stdio: ['ignore', 'pipe', 'inherit'],
     })
-    const out = await stdoutOf(child)
+    const { out, cpu } = await stdoutOf(child)
     return {
-      ...loadResult(server, cpuBefore, out),
+      ...loadResult(server, cpuBefore, out, cpu),
       next: (JSON.parse(out) as { next: number }).next,
     }
   } finally {
@@ -133,15 +139,31 @@ export async function distinctLoad(
   }
 }
 
-async function stdoutOf(child: ChildProcess): Promise<string> {
+/** What the child printed, and about the CPU seconds it used (its last sample before it exited). */
+async function stdoutOf(child: ChildProcess): Promise<{ out: string; cpu: number }> {
   let out = ''
+  let cpu = 0
   child.stdout?.on('data', (d: Buffer) => (out += d.toString()))
+  const sample = () => {
+    try {
+      cpu = cpuSeconds(child.pid as number)
+    } catch {
+      // exited between two samples
+    }
+  }
+  const sampling = setInterval(sample, 200)
   await new Promise((resolve) => child.on('exit', resolve))
-  return out
+  clearInterval(sampling)
+  return { out, cpu }
 }
 
 /** A run's figures from autocannon's JSON, with the server's CPU time since `cpuBefore`. */
-function loadResult(server: ChildProcess, cpuBefore: number, out: string): LoadResult {
+function loadResult(
+  server: ChildProcess,
+  cpuBefore: number,
+  out: string,
+  clientCpu: number,
+): LoadResult {
   const cpu = cpuSeconds(server.pid as number) - cpuBefore
   const r = JSON.parse(out) as {
     requests: { average: number; total: number }
@@ -152,6 +174,8 @@ function loadResult(server: ChildProcess, cpuBefore: number, out: string): LoadR
   }
   return {
     cpuMsPerRequest: r.requests.total > 0 ? Math.round((cpu * 1e6) / r.requests.total) / 1000 : 0,
+    clientCpuMsPerRequest:
+      r.requests.total > 0 ? Math.round((clientCpu * 1e6) / r.requests.total) / 1000 : 0,
     rps: Math.round(r.requests.average),
     p50: r.latency.p50,
     p99: r.latency.p99,
@@ -172,7 +196,8 @@ export function failedRuns(results: Record<string, LoadResult>): string[] {
 export function resultLine(name: string, r: LoadResult): string {
   return (
     `${name.padEnd(14)} ${String(r.rps).padStart(7)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms` +
-    `  server cpu ${r.cpuMsPerRequest} ms/req  ${r.bytesPerRequest} B/req` +
+    `  server cpu ${r.cpuMsPerRequest} ms/req  client cpu ${r.clientCpuMsPerRequest} ms/req` +
+    `  ${r.bytesPerRequest} B/req` +
     `  errors ${r.errors}  non-2xx ${r.non2xx}`
   )
 }
