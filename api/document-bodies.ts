@@ -73,7 +73,7 @@ export class DocumentBodies {
 
   /**
    * The page of the first `limit` rows of `stamps` (`id stamp` joined by commas, in page order,
-   * one row past the page when another follows it), if every one of their bodies is known at its
+   * with rows past the page when others follow it), if every one of their bodies is known at its
    * stamp; undefined otherwise.
    */
   page(stamps: string, limit: number): KnownPage | undefined {

@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url'
 import { drizzle } from 'drizzle-orm/better-sqlite3'
 import { migrate } from 'drizzle-orm/better-sqlite3/migrator'
 import { describe, expect, it } from 'vitest'
-import { collections, expirablesSql, pageSql } from '../../../api/collections.ts'
+import { collections, expirablesSql, pageSql, rowsToRead } from '../../../api/collections.ts'
 
 function organizationFile() {
   const db = new Database(':memory:')
@@ -78,11 +78,27 @@ describe('pageSql', () => {
           expect(text).toMatch(/USING (COVERING )?INDEX/)
           expect(text).not.toMatch(/TEMP B-TREE/)
         }
+        // The rows' ids and stamps, for a page whose bodies are known: from the index alone.
+        const stamps = plan(db, page.stamps.sql, page.stamps.args)
+        expect(stamps).toMatch(/USING COVERING INDEX/)
+        expect(stamps).not.toMatch(/TEMP B-TREE/)
       }
     }
     const { sql, args } = expirablesSql('2026-01-01', '2027-01-01', undefined, 5)
     expect(plan(db, sql, args)).toContain('doc_expirables_page')
     db.close()
+  })
+
+  it('reads the ids and stamps of a page and the row after it in a few statements whatever the limit', () => {
+    expect([1, 2, 3, 49, 50, 63, 64, 199, 200].map(rowsToRead)).toEqual([
+      2, 4, 4, 64, 64, 64, 128, 256, 256,
+    ])
+    const stampsSql = (limit: number) =>
+      pageSql(collections.providers, 'base', {}, undefined, limit).stamps.sql
+    const texts = new Set(Array.from({ length: 200 }, (_, i) => stampsSql(i + 1)))
+    expect(texts.size).toBe(8)
+    expect(() => rowsToRead(0)).toThrow()
+    expect(() => rowsToRead(1.5)).toThrow()
   })
 
   it('joins the bodies of a page in page order, whatever order they were written in', () => {

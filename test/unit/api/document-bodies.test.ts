@@ -73,6 +73,13 @@ describe('DocumentBodies', () => {
     expect(texts(page.bodies)).toEqual(read.bodies.slice(0, 2))
     expect(page.versions).toBe(`${version('a', 1)},${version('b', 2)}`)
     expect(page.next).toEqual([at(2), 'b'])
+    // More rows past the page (the statement reads a power of two): the same page, and a row past
+    // it that is not known does not matter.
+    const more = known.page([row('a', 1), row('b', 2), row('c', 3), row('d', 4)].join(','), 2)
+    expect(more).toEqual(page)
+    expect(
+      known.page([row('a', 1), row('b', 2), row('c', 3), row('d', 4)].join(','), 3)!.next,
+    ).toEqual([at(3), 'c'])
   })
 
   it('keeps its bodies on the page cache’s budget, least recently used first', () => {
