@@ -177,6 +177,11 @@ export function listPageKey(binding: string, after: Position | undefined, limit:
 }
 
 export function registerList(app: FastifyInstance, ctx: RouteContext, collection: Collection) {
+  // The name each view's known bodies are kept under in a file's handle (store.ts `bodies`).
+  const bodiesOf: Record<View, string> = {
+    base: `${collection.table}.${collection.columns.base.body}`,
+    sensitive: `${collection.table}.${collection.columns.sensitive.body}`,
+  }
   app.get(collection.path, { config: { scope: collection.scope } }, (request, reply) => {
     const { principal, served } = caller(request)
     const view = viewOf(collection, principal)
@@ -189,12 +194,11 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
       2,
     )
     const bodyColumn = collection.columns[view].body
-    const bodiesOf = `${collection.table}.${bodyColumn}`
     const read = (file: OrganizationFile) =>
       readPage(
         file,
         pageSql(collection, view, query.filters, after, query.limit),
-        file.bodies(bodiesOf),
+        file.bodies(bodiesOf[view]),
       )
     const cursorOf = ({ next }: { next: Position | undefined }) =>
       next === undefined ? null : encodeCursor(ctx.cursorSecret, binding, next)
