@@ -4,7 +4,6 @@ import type { FastifyInstance } from 'fastify'
 import type { Logger } from 'pino'
 import type { ProjectorConfig } from '../src/config.ts'
 import { existsSync, realpathSync, renameSync, rmSync, statSync } from 'node:fs'
-import { setTimeout as sleep } from 'node:timers/promises'
 import {
   SQLITE_SIDE_SUFFIXES,
   currentGeneration,
@@ -51,6 +50,7 @@ import {
   organizationsTopic,
   recordsInTopic,
   type KafkaSource,
+  untilKafkaAnswers,
 } from './sources/kafka.ts'
 
 export interface ProjectorDeps {
@@ -232,24 +232,21 @@ class ProjectorProcess implements Projector {
   async #organizationsInTopics(): Promise<number> {
     const config = this.#config
     const { signal } = this.#stopped
-    let delay = 500
-    while (!signal.aborted) {
-      try {
-        return await recordsInTopic(
+    const counted = await untilKafkaAnswers(
+      () =>
+        recordsInTopic(
           { brokers: config.kafka.brokers, clientId: config.kafka.clientId, logger: this.#logger },
           organizationsTopic(config.topicPrefix),
-        )
-      } catch (error) {
-        if (signal.aborted) break
-        this.#logger.error(
-          { err: error, retryInMs: delay },
+        ),
+      {
+        stopped: () => signal.aborted,
+        signal,
+        logger: this.#logger,
+        message:
           'cannot reach Kafka to count the organizations (ORGANIZATION_FILES=auto); retrying',
-        )
-        await sleep(delay, undefined, { signal }).catch(() => undefined)
-        delay = Math.min(delay * 2, 30_000)
-      }
-    }
-    return 0
+      },
+    )
+    return counted?.value ?? 0
   }
 
   #openApplier(offsetGuard: boolean, previous?: Generation): LaneApplier {

@@ -11,6 +11,7 @@ import {
   type KafkaConfig,
 } from 'kafkajs'
 import type { Logger } from 'pino'
+import { setTimeout as sleepUnless } from 'node:timers/promises'
 import { sourceTables } from '../../schema/events.ts'
 import type { Progress } from '../../src/progress.ts'
 import type { BatchOutcome, EventTally } from '../lanes/apply.ts'
@@ -253,19 +254,13 @@ class KafkaChangeSource implements KafkaSource {
   }
 
   async start(): Promise<void> {
-    let delay = 500
-    while (!this.#stopping) {
-      try {
-        await this.#connect()
-        break
-      } catch (error) {
-        await this.#disconnectAll()
-        if (this.#stopping) return
-        this.#logger.error({ err: error, retryInMs: delay }, 'cannot reach Kafka; retrying')
-        await sleep(delay)
-        delay = Math.min(delay * 2, 30_000)
-      }
-    }
+    const connected = await untilKafkaAnswers(() => this.#connect(), {
+      stopped: () => this.#stopping,
+      logger: this.#logger,
+      message: 'cannot reach Kafka; retrying',
+      cleanUp: () => this.#disconnectAll(),
+    })
+    if (connected === undefined) return
     this.#lag.checkNow()
     this.#watchHandovers()
   }
@@ -805,6 +800,44 @@ async function heartbeating(payload: EachBatchPayload, work: Promise<void>): Pro
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+/**
+ * Runs `attempt` until it succeeds, waiting half a second after the first failure and twice as
+ * long after each next one (30 s at most), for as long as `stopped()` is false: the consumer's
+ * connection and the count of organizations a new generation takes wait for Kafka alike. Its
+ * result, or undefined once stopped; `signal` also ends a wait early.
+ */
+export async function untilKafkaAnswers<T>(
+  attempt: () => Promise<T>,
+  options: {
+    stopped: () => boolean
+    logger: Logger
+    message: string
+    /** Run after a failed attempt, before its wait (a half-made connection undone). */
+    cleanUp?: () => Promise<void>
+    signal?: AbortSignal
+  },
+): Promise<{ value: T } | undefined> {
+  const { stopped, logger, message, cleanUp, signal } = options
+  let delay = 500
+  while (!stopped()) {
+    try {
+      return { value: await attempt() }
+    } catch (error) {
+      await cleanUp?.()
+      if (stopped()) break
+      logger.error({ err: error, retryInMs: delay }, message)
+      await abortableSleep(delay, signal)
+      delay = Math.min(delay * 2, 30_000)
+    }
+  }
+  return undefined
+}
+
+function abortableSleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (signal === undefined) return sleep(ms)
+  return sleepUnless(ms, undefined, { signal }).catch(() => undefined)
 }
 
 /**
