@@ -322,20 +322,19 @@ export function servedState(dataDir: string): Map<string, string> {
   const generation = currentGeneration(dataDir)
   if (generation === undefined) throw new Error(`${dataDir} has no current generation`)
   const state = new Map<string, string>()
+  /** A row under `<label>/<table>/<id>`, without its stamps (nor a shared file's key for it). */
+  const record = (label: string, table: string, row: Record<string, unknown>) => {
+    const { updated_at: _u, sensitive_updated_at: _s, organization_key: _k, ...rest } = row
+    rest.body = withoutStamp(rest.body)
+    if ('sensitive_body' in rest) rest.sensitive_body = withoutStamp(rest.sensitive_body)
+    state.set(`${label}/${table}/${String(row.id)}`, JSON.stringify(rest))
+  }
   const read = (file: string, label: string, tables: (db: Database.Database) => string[]) => {
     const db = new Database(file, { readonly: true, fileMustExist: true })
     try {
       for (const table of tables(db)) {
-        const rows = db.prepare(`SELECT * FROM "${table}" ORDER BY id`).all() as Record<
-          string,
-          unknown
-        >[]
-        for (const row of rows) {
-          const { updated_at: _u, sensitive_updated_at: _s, ...rest } = row
-          rest.body = withoutStamp(rest.body)
-          if ('sensitive_body' in rest) rest.sensitive_body = withoutStamp(rest.sensitive_body)
-          state.set(`${label}/${table}/${String(row.id)}`, JSON.stringify(rest))
-        }
+        const rows = db.prepare(`SELECT * FROM "${table}" ORDER BY id`).all()
+        for (const row of rows as Record<string, unknown>[]) record(label, table, row)
       }
     } finally {
       db.close()
@@ -370,16 +369,11 @@ export function servedState(dataDir: string): Map<string, string> {
       const organizations = db
         .prepare('SELECT key, organization_id AS id FROM file_organizations ORDER BY key')
         .all() as Array<{ key: number; id: string }>
-      for (const { key, id } of organizations) {
-        for (const table of tables) {
-          const rows = db
-            .prepare(`SELECT * FROM "${table}" WHERE organization_key = ? ORDER BY id`)
-            .all(key) as Record<string, unknown>[]
-          for (const row of rows) {
-            const { updated_at: _u, sensitive_updated_at: _s, organization_key: _k, ...rest } = row
-            rest.body = withoutStamp(rest.body)
-            if ('sensitive_body' in rest) rest.sensitive_body = withoutStamp(rest.sensitive_body)
-            state.set(`${id}.db/${table}/${String(row.id)}`, JSON.stringify(rest))
+      for (const table of tables) {
+        const rowsOf = db.prepare(`SELECT * FROM "${table}" WHERE organization_key = ? ORDER BY id`)
+        for (const { key, id } of organizations) {
+          for (const row of rowsOf.all(key) as Record<string, unknown>[]) {
+            record(`${id}.db`, table, row)
           }
         }
       }
