@@ -17,7 +17,10 @@ export interface DistinctPlan {
   headers: Record<string, string>
   connections: number
   seconds: number
-  /** Requests a second over all connections; absent: as fast as the server answers. */
+  /**
+   * Requests a second over all connections, paced evenly: run by bench/paced-load.ts, not here
+   * (this load asks as fast as the server answers).
+   */
   rate?: number
 }
 
@@ -30,7 +33,6 @@ const result = await new Promise<autocannon.Result>((resolve, reject) => {
       connections: plan.connections,
       duration: plan.seconds,
       headers: plan.headers,
-      ...(plan.rate === undefined ? {} : { overallRate: plan.rate }),
       requests: [
         {
           method: 'GET',

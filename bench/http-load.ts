@@ -59,6 +59,11 @@ export interface LoadResult {
   /** CPU time (user + system) of the server process per request, in ms. */
   cpuMsPerRequest: number
   /**
+   * The share of the run (%) the server's main thread spent runnable but waiting for a core: on
+   * a machine of two cores shared with the load and a writer, the latency that is the machine's.
+   */
+  serverWaitPct: number
+  /**
    * The same of the load's own process (autocannon), sampled every 200 ms until it exits: on a
    * machine of two cores, a client that takes one whole bounds what the server can be shown to do.
    */
@@ -71,13 +76,32 @@ export interface LoadResult {
   bytesPerRequest: number
 }
 
+/**
+ * What a server had used when a run began: its CPU seconds, and how long its main thread had
+ * waited, runnable, for a core (the scheduler's run queue, /proc/<pid>/task/<pid>/schedstat), in
+ * ms, at `at` (performance.now()).
+ */
+interface ServerSample {
+  cpu: number
+  waitedMs: number
+  at: number
+}
+
+function sampleServer(pid: number): ServerSample {
+  const fields = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ')
+  return { cpu: cpuSeconds(pid), waitedMs: Number(fields[1]) / 1e6, at: performance.now() }
+}
+
 /** CPU seconds (user + system) a process has used so far, from /proc. */
 export function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
   return (Number(fields[11]) + Number(fields[12])) / 100 // utime, stime in clock ticks (USER_HZ 100)
 }
 
-/** One autocannon run against `url` served by `server`, `rate` requests/s at most if given. */
+/**
+ * One autocannon run against `url` served by `server`; with `rate`, that many requests a second
+ * paced evenly (bench/paced-load.ts: autocannon's own -R sends each second's share in a burst).
+ */
 export async function autocannon(
   bench: BenchConfig,
   url: string,
@@ -87,15 +111,31 @@ export async function autocannon(
   /** More request headers, `name=value` (autocannon's -H). */
   headers: readonly string[] = [],
 ): Promise<LoadResult> {
-  const cpuBefore = cpuSeconds(server.pid as number)
+  if (rate !== undefined) {
+    const { origin, pathname, search } = new URL(url)
+    const named = headers.map((header) => header.split('=', 2) as [string, string])
+    const plan: DistinctPlan = {
+      origin,
+      paths: [`${pathname}${search}`],
+      start: 0,
+      headers: {
+        ...(key === undefined ? {} : { authorization: `Bearer ${key}` }),
+        ...Object.fromEntries(named),
+      },
+      connections: bench.connections,
+      seconds: bench.durationSeconds,
+      rate,
+    }
+    return loadProcess('bench/paced-load.ts', plan, server)
+  }
+  const before = sampleServer(server.pid as number)
   const args = ['--json', '-c', String(bench.connections), '-d', String(bench.durationSeconds)]
   if (key !== undefined) args.push('-H', `authorization=Bearer ${key}`)
   for (const header of headers) args.push('-H', header)
-  if (rate !== undefined) args.push('-R', String(rate))
   args.push(url)
   const child = spawn(autocannonBin, args, { stdio: ['ignore', 'pipe', 'ignore'] })
   const { out, cpu } = await stdoutOf(child)
-  return loadResult(server, cpuBefore, out, cpu)
+  return loadResult(server, before, out, cpu)
 }
 
 /** The rest of a distinct-pages plan (bench/distinct-load.ts): what a run adds is the load's size. */
@@ -103,8 +143,9 @@ export type DistinctPages = Pick<DistinctPlan, 'origin' | 'paths' | 'start'>
 
 /**
  * One run of distinct pages against `server` (bench/distinct-load.ts): each request the next of
- * `pages.paths`, from `pages.start`. `rate` requests/s at most if given. Also returns the index the
- * next run should start at, so that no path is asked for twice while still in the page cache.
+ * `pages.paths`, from `pages.start`; with `rate`, that many requests a second paced evenly
+ * (bench/paced-load.ts). Also returns the index the next run should start at, so that no path is
+ * asked for twice while still in the page cache.
  */
 export async function distinctLoad(
   bench: BenchConfig,
@@ -113,7 +154,6 @@ export async function distinctLoad(
   server: ChildProcess,
   rate?: number,
 ): Promise<LoadResult & { next: number }> {
-  const cpuBefore = cpuSeconds(server.pid as number)
   const plan: DistinctPlan = {
     ...pages,
     headers: { authorization: `Bearer ${key}` },
@@ -121,17 +161,31 @@ export async function distinctLoad(
     seconds: bench.durationSeconds,
     ...(rate === undefined ? {} : { rate }),
   }
-  const dir = mkdtempSync(join(tmpdir(), 'bench-distinct-'))
+  return loadProcess(
+    rate === undefined ? 'bench/distinct-load.ts' : 'bench/paced-load.ts',
+    plan,
+    server,
+  )
+}
+
+/** A load `script` run on `plan` in a process of its own, against `server`. */
+async function loadProcess(
+  script: string,
+  plan: DistinctPlan,
+  server: ChildProcess,
+): Promise<LoadResult & { next: number }> {
+  const before = sampleServer(server.pid as number)
+  const dir = mkdtempSync(join(tmpdir(), 'bench-load-'))
   try {
     const planFile = join(dir, 'plan.json')
     writeFileSync(planFile, JSON.stringify(plan))
-    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/distinct-load.ts', planFile], {
+    const child = spawn(process.execPath, ['--import', 'tsx', script, planFile], {
       cwd: repoRoot,
       stdio: ['ignore', 'pipe', 'inherit'],
     })
     const { out, cpu } = await stdoutOf(child)
     return {
-      ...loadResult(server, cpuBefore, out, cpu),
+      ...loadResult(server, before, out, cpu),
       next: (JSON.parse(out) as { next: number }).next,
     }
   } finally {
@@ -157,14 +211,15 @@ async function stdoutOf(child: ChildProcess): Promise<{ out: string; cpu: number
   return { out, cpu }
 }
 
-/** A run's figures from autocannon's JSON, with the server's CPU time since `cpuBefore`. */
+/** A run's figures from autocannon's JSON, with what the server used since `before`. */
 function loadResult(
   server: ChildProcess,
-  cpuBefore: number,
+  before: ServerSample,
   out: string,
   clientCpu: number,
 ): LoadResult {
-  const cpu = cpuSeconds(server.pid as number) - cpuBefore
+  const after = sampleServer(server.pid as number)
+  const cpu = after.cpu - before.cpu
   const r = JSON.parse(out) as {
     requests: { average: number; total: number }
     latency: { p50: number; p99: number }
@@ -174,6 +229,8 @@ function loadResult(
   }
   return {
     cpuMsPerRequest: r.requests.total > 0 ? Math.round((cpu * 1e6) / r.requests.total) / 1000 : 0,
+    serverWaitPct:
+      Math.round((1000 * (after.waitedMs - before.waitedMs)) / (after.at - before.at)) / 10,
     clientCpuMsPerRequest:
       r.requests.total > 0 ? Math.round((clientCpu * 1e6) / r.requests.total) / 1000 : 0,
     rps: Math.round(r.requests.average),
@@ -196,7 +253,8 @@ export function failedRuns(results: Record<string, LoadResult>): string[] {
 export function resultLine(name: string, r: LoadResult): string {
   return (
     `${name.padEnd(14)} ${String(r.rps).padStart(7)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms` +
-    `  server cpu ${r.cpuMsPerRequest} ms/req  client cpu ${r.clientCpuMsPerRequest} ms/req` +
+    `  server cpu ${r.cpuMsPerRequest} ms/req (waited for a core ${r.serverWaitPct}% of the run)` +
+    `  client cpu ${r.clientCpuMsPerRequest} ms/req` +
     `  ${r.bytesPerRequest} B/req` +
     `  errors ${r.errors}  non-2xx ${r.non2xx}`
   )
