@@ -49,6 +49,10 @@ export function buildOrganization(): {
   const key = replica.key(org.id, {
     scopes: allScopes.filter((s) => s !== 'providers:read:sensitive'),
   }).raw
+  // Recorded as the projector records it in every generation it makes (files of their own: 0).
+  // Without it the api reads control.db for it on every request, as for a generation made before
+  // files were shared: 1.4% of a distinct page's CPU that production does not spend.
+  replica.setState('organization_files', '0')
   replica.publish()
   return { replica, key, ids, organizationId: org.id }
 }

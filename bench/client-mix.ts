@@ -9,12 +9,11 @@
 //           compressed (seconds, not minutes) so that there are samples: most pages are small.
 //   page    a first-page walk: `/providers?limit=50`
 //   detail  `/providers/{id}` of one of its organization's providers
-// `connections` requests are in flight at most (keep-alive); with `rate`, they are paced evenly
-// to that many requests a second in all (bench/paced-load.ts), else as fast as the server
+// `connections` requests are in flight at most (keep-alive); with `rate`, each connection's
+// requests are spaced evenly, to that many requests a second in all, else as fast as the server
 // answers (saturation). Latency is from a request's send to its last byte.
 import { readFileSync } from 'node:fs'
 import http from 'node:http'
-import { pacer, percentile } from './paced-load.ts'
 
 export interface MixOrganization {
   /** Raw API keys with providers:read. */
@@ -63,6 +62,11 @@ interface ClientState {
   providerIds: string[]
   watermark: string
   busy: boolean
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return 0
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
 }
 
 const round = (ms: number) => Math.round(ms * 100) / 100
@@ -134,6 +138,21 @@ export async function runMix(plan: MixPlan): Promise<MixResult> {
     }
   }
 
+  /** Paces a connection: resolves when its next request may go (immediately at saturation). */
+  const pacer = (connection: number) => {
+    if (plan.rate === undefined) return () => Promise.resolve()
+    const interval = (1000 * plan.connections) / plan.rate
+    let next = performance.now() + (interval * connection) / plan.connections
+    return async () => {
+      const now = performance.now()
+      // Behind schedule: go now, without a burst to catch up.
+      if (next < now - interval) next = now
+      const wait = next - now
+      next += interval
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait))
+    }
+  }
+
   /** A random client not in a request; a busy one after a few draws (fewer clients than slots). */
   const idleClient = (): ClientState => {
     for (let draw = 0; ; draw++) {
@@ -144,7 +163,7 @@ export async function runMix(plan: MixPlan): Promise<MixResult> {
 
   let stop = false
   const connection = async (n: number) => {
-    const pace = pacer(plan.rate, plan.connections, n)
+    const pace = pacer(n)
     while (!stop) {
       await pace()
       if (stop) break

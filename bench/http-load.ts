@@ -221,18 +221,20 @@ function loadResult(
   const after = sampleServer(server.pid as number)
   const cpu = after.cpu - before.cpu
   const r = JSON.parse(out) as {
-    requests: { average: number; total: number }
+    /** `sent`: a paced load's requests, its warm-up's included (bench/paced-load.ts). */
+    requests: { average: number; total: number; sent?: number }
     latency: { p50: number; p99: number }
     throughput: { total: number }
     errors: number
     non2xx: number
   }
+  // The CPU is the whole run's: a paced load's warm-up is in it, and so are its requests.
+  const served = r.requests.sent ?? r.requests.total
   return {
-    cpuMsPerRequest: r.requests.total > 0 ? Math.round((cpu * 1e6) / r.requests.total) / 1000 : 0,
+    cpuMsPerRequest: served > 0 ? Math.round((cpu * 1e6) / served) / 1000 : 0,
     serverWaitPct:
       Math.round((1000 * (after.waitedMs - before.waitedMs)) / (after.at - before.at)) / 10,
-    clientCpuMsPerRequest:
-      r.requests.total > 0 ? Math.round((clientCpu * 1e6) / r.requests.total) / 1000 : 0,
+    clientCpuMsPerRequest: served > 0 ? Math.round((clientCpu * 1e6) / served) / 1000 : 0,
     rps: Math.round(r.requests.average),
     p50: r.latency.p50,
     p99: r.latency.p99,

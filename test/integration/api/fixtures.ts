@@ -60,7 +60,10 @@ export class ReplicaFixture {
     return this
   }
 
-  setState(key: 'caught_up_at' | 'maintenance', value: string | undefined): void {
+  setState(
+    key: 'caught_up_at' | 'maintenance' | 'organization_files',
+    value: string | undefined,
+  ): void {
     if (value === undefined) {
       this.control.prepare('DELETE FROM replica_state WHERE key = ?').run(key)
     } else {
