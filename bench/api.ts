@@ -69,6 +69,7 @@ import { projectorNodeFlags } from './projector-run.ts'
 import {
   autocannon,
   BenchFailure,
+  busyPct,
   type DistinctPages,
   distinctLoad,
   failedRuns,
@@ -339,10 +340,12 @@ async function main(bench: BenchConfig): Promise<void> {
         `list/bare ${((100 * list.rps) / bare.rps).toFixed(1)}% (target >= 50%), distinct ` +
         `pages (no page cache hit) ${((100 * uncached.rps) / bare.rps).toFixed(1)}% (target >= ` +
         `50%), and under live writes ${((100 * liveResult.rps) / bare.rps).toFixed(1)}% (target ` +
-        `>= 50%) with p99 ${liveHalf.p99} ms at half that rate (target < 10 ms; the bare route's ` +
+        `>= 50%) with p99 ${liveHalf.p99} ms at half that rate (the api ${busyPct(liveHalf)}% ` +
+        `busy; target < 10 ms; the bare route's ` +
         `beside the same writer ${results.liveBareHalf.p99} ms; ${results.liveNicedHalf.p99} ms ` +
         `with the writer at nice ${WRITER_NICE}); ` +
-        `p99 at ${half} req/s (half saturation) ${listHalf.p99} ms (target < 10 ms), the bare ` +
+        `p99 at ${half} req/s (half saturation, the api ${busyPct(listHalf)}% busy) ` +
+        `${listHalf.p99} ms (target < 10 ms), the bare ` +
         `route's at the same rate ${results.bareHalf.p99} ms; a 304 costs ` +
         `${notModified.cpuMsPerRequest} ms of api CPU against ${list.cpuMsPerRequest} ms for the ` +
         `cached page (${((100 * notModified.cpuMsPerRequest) / list.cpuMsPerRequest).toFixed(0)}%)\n` +

@@ -251,11 +251,22 @@ export function failedRuns(results: Record<string, LoadResult>): string[] {
     .map(([name, r]) => `${name}: ${r.errors} errors, ${r.non2xx} non-2xx responses`)
 }
 
+/**
+ * How busy the run kept the server: its CPU per request times the rate, as a share of one core
+ * (the api is one thread). Spread evenly, a request costs more CPU than in the back-to-back load
+ * of a saturation run (each is a wake-up of its own: the cached list page 0.12-0.19 ms against
+ * 0.06-0.09), so half the saturation rate can keep a server more than half busy.
+ */
+export function busyPct(r: LoadResult): number {
+  return Math.round((r.rps * r.cpuMsPerRequest) / 10)
+}
+
 /** One line of figures of a run. */
 export function resultLine(name: string, r: LoadResult): string {
   return (
     `${name.padEnd(14)} ${String(r.rps).padStart(7)} req/s  p50 ${r.p50} ms  p99 ${r.p99} ms` +
-    `  server cpu ${r.cpuMsPerRequest} ms/req (waited for a core ${r.serverWaitPct}% of the run)` +
+    `  server cpu ${r.cpuMsPerRequest} ms/req (busy ${busyPct(r)}%, waited for a core ` +
+    `${r.serverWaitPct}% of the run)` +
     `  client cpu ${r.clientCpuMsPerRequest} ms/req` +
     `  ${r.bytesPerRequest} B/req` +
     `  errors ${r.errors}  non-2xx ${r.non2xx}`
