@@ -1,0 +1,159 @@
+// What bench:api's lean clients share (bench/overload-load.ts, bench/paced-load.ts): keep-alive
+// HTTP/1.1 connections that write a request's bytes and read the response by its Content-Length,
+// one request at a time, and a schedule that makes requests due evenly at a rate.
+//
+// Why not autocannon, Node's http client or undici: on two cores the load shares the machine
+// with the server, and their own cost became what they measured. autocannon spent about 40 µs of
+// CPU a response at 512 connections, its turns grew to tens of milliseconds and a response that
+// had arrived waited for them (served p50 26 ms by its clock, 10.5 ms by the api's); Node's http
+// client and undici cost 0.26 and 0.17-0.19 ms a 130 KB page and could not keep 5,000 requests/s.
+// Here a request costs about what autocannon's does (0.07 ms a 130 KB page), and a response a few
+// searches of its head. Its rate, too, is not a budget per connection per second spent in a burst
+// at the start of each second (autocannon's -R), but requests due evenly, every millisecond.
+// A response must carry Content-Length, as the api's all do; one without stops the run, saying so.
+import { connect, type Socket } from 'node:net'
+
+const HEAD_END = Buffer.from('\r\n\r\n')
+
+/** One response: its status, its head (lower-cased), and its body if the connection keeps them. */
+export interface RawResponse {
+  status: number
+  head: string
+  body: Buffer | undefined
+}
+
+/** A response whose head has been read: the bytes of its head, and its body's still to come. */
+interface ResponseHead {
+  status: number
+  head: string
+  headBytes: number
+  remaining: number
+}
+
+/** A GET request's bytes. */
+export function requestBytes(
+  origin: URL,
+  path: string,
+  headers: Readonly<Record<string, string>>,
+): Buffer {
+  const lines = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('')
+  return Buffer.from(`GET ${path} HTTP/1.1\r\nHost: ${origin.host}\r\n${lines}\r\n`, 'latin1')
+}
+
+export interface RawConnectionEvents {
+  /** Connected, or done with a response: ready for the next request. */
+  ready(connection: RawConnection): void
+  /** A whole response, `bytes` long on the wire. */
+  response(connection: RawConnection, response: RawResponse, bytes: number): void
+  /** A connection error: the connection is done. */
+  error(): void
+}
+
+/** One keep-alive connection, one request at a time. */
+export class RawConnection {
+  /** When the request in flight was sent (or found due: the caller's to set). */
+  startedAt = 0
+  readonly #socket: Socket
+  readonly #events: RawConnectionEvents
+  readonly #keepBodies: boolean
+  /** The response's bytes so far while its head is incomplete, and its body's if kept. */
+  #pending: Buffer[] = []
+  #pendingBytes = 0
+  /** The response being read once its head is complete. */
+  #head: ResponseHead | undefined
+
+  constructor(origin: URL, events: RawConnectionEvents, options: { keepBodies: boolean }) {
+    this.#events = events
+    this.#keepBodies = options.keepBodies
+    this.#socket = connect(Number(origin.port), origin.hostname, () => events.ready(this))
+    this.#socket.setNoDelay(true)
+    this.#socket.on('data', (chunk: Buffer) => this.#read(chunk))
+    this.#socket.on('error', () => events.error())
+  }
+
+  send(request: Buffer): void {
+    this.#socket.write(request)
+  }
+
+  close(): void {
+    this.#socket.destroy()
+  }
+
+  #read(chunk: Buffer): void {
+    let rest: Buffer | undefined = chunk
+    while (rest !== undefined && rest.length > 0) rest = this.#consume(rest)
+  }
+
+  /** Takes what `chunk` holds of the current response; returns what follows it, if anything. */
+  #consume(chunk: Buffer): Buffer | undefined {
+    if (this.#head === undefined) {
+      this.#pending.push(chunk)
+      this.#pendingBytes += chunk.length
+      const bytes = this.#pending.length === 1 ? chunk : Buffer.concat(this.#pending)
+      const end = bytes.indexOf(HEAD_END)
+      if (end < 0) {
+        this.#pending = [bytes]
+        return undefined
+      }
+      const head = bytes.subarray(0, end).toString('latin1').toLowerCase()
+      const length = /\r\ncontent-length: *(\d+)/.exec(head)?.[1]
+      if (length === undefined) {
+        throw new Error(`a response without Content-Length: ${head.split('\r\n')[0] ?? ''}`)
+      }
+      const headBytes = end + HEAD_END.length
+      this.#head = { status: Number(head.slice(9, 12)), head, headBytes, remaining: Number(length) }
+      this.#pending = []
+      this.#pendingBytes = 0
+      return this.#body(bytes.subarray(headBytes))
+    }
+    return this.#body(chunk)
+  }
+
+  /** Body bytes of the current response; completes it when they are all in. */
+  #body(chunk: Buffer): Buffer | undefined {
+    const head = this.#head as ResponseHead
+    const taken = Math.min(chunk.length, head.remaining)
+    head.remaining -= taken
+    if (this.#keepBodies && taken > 0) this.#pending.push(chunk.subarray(0, taken))
+    this.#pendingBytes += taken
+    if (head.remaining > 0) return undefined
+    const body = this.#keepBodies ? Buffer.concat(this.#pending) : undefined
+    const bytes = head.headBytes + this.#pendingBytes
+    this.#head = undefined
+    this.#pending = []
+    this.#pendingBytes = 0
+    this.#events.response(this, { status: head.status, head: head.head, body }, bytes)
+    this.#events.ready(this)
+    return chunk.length > taken ? chunk.subarray(taken) : undefined
+  }
+}
+
+/**
+ * Runs `seconds` of a schedule at `rate` requests a second: every millisecond, `due` is told how
+ * many requests have come due since its last call (those of a late timer all at once) and when.
+ * Resolves with the seconds it ran.
+ */
+export function schedule(
+  rate: number,
+  seconds: number,
+  due: (count: number, now: number) => void,
+): Promise<number> {
+  const started = performance.now()
+  const until = started + seconds * 1000
+  let issued = 0
+  return new Promise((resolve) => {
+    const tick = setInterval(() => {
+      const now = performance.now()
+      if (now >= until) {
+        clearInterval(tick)
+        resolve((now - started) / 1000)
+        return
+      }
+      const dueNow = Math.floor(((now - started) * rate) / 1000)
+      if (dueNow > issued) due(dueNow - issued, now)
+      issued = dueNow
+    }, 1)
+  })
+}
