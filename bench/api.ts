@@ -74,6 +74,7 @@ import {
   distinctLoad,
   failedRuns,
   type LoadResult,
+  pacedLoad,
   resultLine,
   startChild,
   stopChildren,
@@ -226,12 +227,12 @@ async function main(bench: BenchConfig): Promise<void> {
     if (uncachedHits > 0) {
       throw new BenchFailure(`the uncached run found ${uncachedHits} pages in the page cache`)
     }
-    const notModified = await autocannon(bench, urls.list, key, apiProcess, undefined, [
+    const notModified = await autocannon(bench, urls.list, key, apiProcess, [
       `if-none-match=${etag}`,
     ])
     const half = Math.max(1, Math.round((results.list as LoadResult).rps / 2))
-    results.listHalf = await autocannon(bench, urls.list, key, apiProcess, half)
-    results.bareHalf = await autocannon(bench, urls.bare, undefined, bareProcess, half)
+    results.listHalf = await pacedLoad(bench, urls.list, key, apiProcess, half)
+    results.bareHalf = await pacedLoad(bench, urls.bare, undefined, bareProcess, half)
 
     for (const [name, r] of Object.entries(results))
       process.stdout.write(`${resultLine(name, r)}\n`)
@@ -292,13 +293,7 @@ async function main(bench: BenchConfig): Promise<void> {
       results.liveHalf = liveHalfRun
       livePages = { ...livePages, start: liveHalfRun.next }
       // The bare route at the same rate, beside the same writer: the latency the machine adds.
-      results.liveBareHalf = await autocannon(
-        bench,
-        urls.bare,
-        undefined,
-        bareProcess,
-        liveHalfRate,
-      )
+      results.liveBareHalf = await pacedLoad(bench, urls.bare, undefined, bareProcess, liveHalfRate)
       // Then the writer at a lower priority, as README advises for a projector sharing the api's
       // host: the api then gets a core first when both want one.
       lowerPriority(writer.pid as number, WRITER_NICE)

@@ -98,36 +98,15 @@ export function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100 // utime, stime in clock ticks (USER_HZ 100)
 }
 
-/**
- * One autocannon run against `url` served by `server`; with `rate`, that many requests a second
- * paced evenly (bench/paced-load.ts: autocannon's own -R sends each second's share in a burst).
- */
+/** One autocannon run against `url` served by `server`, as fast as it answers. */
 export async function autocannon(
   bench: BenchConfig,
   url: string,
   key: string | undefined,
   server: ChildProcess,
-  rate?: number,
   /** More request headers, `name=value` (autocannon's -H). */
   headers: readonly string[] = [],
 ): Promise<LoadResult> {
-  if (rate !== undefined) {
-    const { origin, pathname, search } = new URL(url)
-    const named = headers.map((header) => header.split('=', 2) as [string, string])
-    const plan: DistinctPlan = {
-      origin,
-      paths: [`${pathname}${search}`],
-      start: 0,
-      headers: {
-        ...(key === undefined ? {} : { authorization: `Bearer ${key}` }),
-        ...Object.fromEntries(named),
-      },
-      connections: bench.connections,
-      seconds: bench.durationSeconds,
-      rate,
-    }
-    return loadProcess('bench/paced-load.ts', plan, server)
-  }
   const before = sampleServer(server.pid as number)
   const args = ['--json', '-c', String(bench.connections), '-d', String(bench.durationSeconds)]
   if (key !== undefined) args.push('-H', `authorization=Bearer ${key}`)
@@ -136,6 +115,30 @@ export async function autocannon(
   const child = spawn(autocannonBin, args, { stdio: ['ignore', 'pipe', 'ignore'] })
   const { out, cpu } = await stdoutOf(child)
   return loadResult(server, before, out, cpu)
+}
+
+/**
+ * `rate` requests a second to `url` served by `server`, spread evenly (bench/paced-load.ts; not
+ * autocannon's -R, which sends each second's share in a burst).
+ */
+export function pacedLoad(
+  bench: BenchConfig,
+  url: string,
+  key: string | undefined,
+  server: ChildProcess,
+  rate: number,
+): Promise<LoadResult & { next: number }> {
+  const { origin, pathname, search } = new URL(url)
+  const plan: DistinctPlan = {
+    origin,
+    paths: [`${pathname}${search}`],
+    start: 0,
+    headers: key === undefined ? {} : { authorization: `Bearer ${key}` },
+    connections: bench.connections,
+    seconds: bench.durationSeconds,
+    rate,
+  }
+  return loadProcess('bench/paced-load.ts', plan, server)
 }
 
 /** The rest of a distinct-pages plan (bench/distinct-load.ts): what a run adds is the load's size. */
