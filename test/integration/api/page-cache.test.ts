@@ -12,6 +12,9 @@ import { ORG_A, ORG_B, organizationRow, providerRow, record, uuid } from '../../
 import { allScopes, baseScopes } from './fixtures.ts'
 import { type RunningApi, startApi } from './server.ts'
 
+/** Rate limits out of the way: these tests count page-cache lookups, not requests. */
+const UNLIMITED = { RATE_LIMIT_PER_KEY: '1000000', RATE_LIMIT_PER_ORGANIZATION: '1000000' }
+
 const PROVIDERS_A = [1, 2, 3, 4, 5].map(uuid)
 const PROVIDERS_B = [101, 102, 103].map(uuid)
 
@@ -76,9 +79,7 @@ describe('page cache', () => {
     ])
     await applier.markCaughtUp()
     publishGeneration(dataDir, made.generation.name)
-    api = await startApi(dataDir, {
-      env: { RATE_LIMIT_PER_KEY: '1000000', RATE_LIMIT_PER_ORGANIZATION: '1000000' },
-    })
+    api = await startApi(dataDir, { env: UNLIMITED })
   })
 
   afterAll(async () => {
@@ -199,13 +200,7 @@ describe('page cache', () => {
   })
 
   it('answers a poll past the end of its list without reading a page, as the file would, and serves the next change at once', async () => {
-    const uncached = await startApi(dataDir, {
-      env: {
-        PAGE_CACHE_MB: '0',
-        RATE_LIMIT_PER_KEY: '1000000',
-        RATE_LIMIT_PER_ORGANIZATION: '1000000',
-      },
-    })
+    const uncached = await startApi(dataDir, { env: { ...UNLIMITED, PAGE_CACHE_MB: '0' } })
     try {
       const stamps = (
         JSON.parse(await page('/providers?limit=200', keys.base)) as {
@@ -282,13 +277,7 @@ describe('page cache', () => {
       keyRecord(own.sensitive, ORG_A, allScopes),
     ])
     // An api that keeps nothing reads every page whole from the file: the reference.
-    const reference = await startApi(dataDir, {
-      env: {
-        PAGE_CACHE_MB: '0',
-        RATE_LIMIT_PER_KEY: '1000000',
-        RATE_LIMIT_PER_ORGANIZATION: '1000000',
-      },
-    })
+    const reference = await startApi(dataDir, { env: { ...UNLIMITED, PAGE_CACHE_MB: '0' } })
     try {
       /** Every page of the list, walked by cursor, with its ETag. */
       const walk = async (server: RunningApi, key: Key) => {
