@@ -14,6 +14,7 @@
 // answers (saturation). Latency is from a request's send to its last byte.
 import { readFileSync } from 'node:fs'
 import http from 'node:http'
+import { percentile } from './wait.ts'
 
 export interface MixOrganization {
   /** Raw API keys with providers:read. */
@@ -64,12 +65,8 @@ interface ClientState {
   busy: boolean
 }
 
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return 0
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!
-}
-
-const round = (ms: number) => Math.round(ms * 100) / 100
+// A kind with no request: 0, not NaN (which JSON would write as null).
+const round = (ms: number) => (Number.isNaN(ms) ? 0 : Math.round(ms * 100) / 100)
 
 export async function runMix(plan: MixPlan): Promise<MixResult> {
   const url = new URL(plan.baseUrl)

@@ -16,6 +16,7 @@
 import { readFileSync } from 'node:fs'
 import type { DistinctPlan } from './distinct-load.ts'
 import { RawConnection, requestBytes, schedule } from './raw-http.ts'
+import { percentile } from './wait.ts'
 
 const WARM_UP_MS = 1000
 
@@ -31,12 +32,6 @@ export interface PacedResult {
   behind: number
   /** The index of the path the next run should start at. */
   next: number
-}
-
-/** The `p`th percentile of ascending `sorted` (nearest rank); 0 when empty. */
-function percentile(sorted: readonly number[], p: number): number {
-  if (sorted.length === 0) return 0
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] as number
 }
 
 export async function runPaced(plan: DistinctPlan & { rate: number }): Promise<PacedResult> {
@@ -85,21 +80,21 @@ export async function runPaced(plan: DistinctPlan & { rate: number }): Promise<P
   )
   while (idle.length < connections.length) await new Promise((resolve) => setTimeout(resolve, 10))
 
-  let measuredFrom = 0
   const run = schedule(plan.rate, WARM_UP_MS / 1000 + plan.seconds, (count, now) => {
     for (let n = 0; n < count; n++) ready.push(now)
     send()
   })
   await new Promise((resolve) => setTimeout(resolve, WARM_UP_MS))
   measured = true
-  measuredFrom = performance.now()
+  const measuredFrom = performance.now()
   await run
   measured = false
   const seconds = (performance.now() - measuredFrom) / 1000
   const behind = ready.length
   for (const connection of connections) connection.close()
   const sorted = latencies.sort((a, b) => a - b)
-  const ms = (value: number) => Math.round(value * 100) / 100
+  // No response measured: 0, not NaN (which JSON would write as null).
+  const ms = (value: number) => (Number.isNaN(value) ? 0 : Math.round(value * 100) / 100)
   return {
     requests: { average: sorted.length / seconds, total: sorted.length, sent: answered },
     latency: {
