@@ -21,7 +21,8 @@
 //   commit (the document's updatedAt: the replica's stamp is the batch's commit time), served.
 // - The projector's consumer lag is sampled every second; a quiet organization's
 //   `Replica-Lag-Ms` every half second, all run long.
-// It prints a table per step, the hops, the targets, and one line of JSON:
+// It prints a table per step, the hops, each part of the pipeline's CPU over the step (PostgreSQL,
+// Connect, the broker, the projector, the api, this bench), the targets, and one line of JSON:
 //   {"p50Ms","p99Ms","p99MsAt2000","quietStalenessMs","maxTps","projectorKeptUp"}
 // p50Ms and p99Ms are the detail GET's at 500 transactions/s; maxTps the rate the `max` step
 // committed; projectorKeptUp whether the lag stayed bounded at the highest rate reached.
@@ -43,6 +44,7 @@ import {
   insertProviderIdentifier,
   type Sql,
 } from '../test/support/e2e-sql.ts'
+import { cpuShares, cpuSnapshot, formatShares, type ProcessRole } from './machine-cpu.ts'
 import { percentile } from './wait.ts'
 
 function parseOptions() {
@@ -117,6 +119,19 @@ interface StepResult {
   tps: number
   samples: Sample[]
   lags: number[]
+  /** Each part of the pipeline's share of one core over the step (machine-cpu.ts). */
+  cpu: Array<[string, number]>
+}
+
+/** The pipeline's processes by their command lines; the bench is this process. */
+const pipelineRole: ProcessRole = (commandLine, pid) => {
+  if (pid === process.pid) return 'bench (writer, prober)'
+  if (/^postgres[: ]|\/bin\/postgres /.test(commandLine)) return 'PostgreSQL'
+  if (commandLine.includes('org.apache.kafka.connect.')) return 'Connect with Debezium'
+  if (commandLine.includes(' kafka.Kafka ')) return 'Kafka broker'
+  if (commandLine.includes('projector/main.ts')) return 'projector'
+  if (commandLine.includes('api/main.ts')) return 'api'
+  return undefined
 }
 
 const pick = <T>(items: readonly T[]): T => items[Math.floor(Math.random() * items.length)]!
@@ -361,10 +376,12 @@ async function main(): Promise<void> {
         }
         await Promise.all(inFlight)
       })()
+      const cpuBefore = cpuSnapshot(pipelineRole)
       const tps = await drive(pool, orgs, rate, until)
+      const cpu = cpuShares(cpuBefore, cpuSnapshot(pipelineRole), availableParallelism())
       await Promise.all([lagSampler, prober])
-      results.push({ rate, tps, samples, lags })
-      report(label, { rate, tps, samples, lags })
+      results.push({ rate, tps, samples, lags, cpu })
+      report(label, results.at(-1)!)
       // Let the pipeline drain before the next step.
       await pipeline.eventually(
         'the projector to drain',
@@ -511,6 +528,7 @@ function report(label: string, r: StepResult): void {
       `    hop Kafka -> projector commit     p50/p90/p99/max ms: ${stats(r.samples.map((s) => s.projectorMs))}`,
       `    hop projector commit -> served    p50/p90/p99/max ms: ${stats(r.samples.map((s) => s.servedMs))}`,
       `    consumer lag (records): max ${lags.length === 0 ? 'n/a' : Math.max(...lags)}, samples ${lags.join(' ')}`,
+      `    CPU, share of one core: ${formatShares(r.cpu, availableParallelism())}`,
       '',
     ].join('\n'),
   )
