@@ -13,7 +13,9 @@
 //   added and removed (each provider holds about two: --identifier-mix steady, the default; or
 //   `growing`, the mix before 2026-11-28), membership moves, enrollment status changes, documents
 //   added. Rates step up (--rates, transactions/s; `max`: as fast as 8 connections commit),
-//   --seconds each.
+//   --seconds each. Each transaction is one round trip (prepared statements; the multi-row one as
+//   one message), as an application sends them: the writer stands in for the product and its
+//   database, which in production do not share the replica's cores (WRITES).
 // - A prober renames a provider of its own every --probe-ms (at most two probes in flight) and
 //   times from COMMIT returning to the api serving the new name, both by a detail GET and by the
 //   spec's `updated_since` loop (overlap 250 ms, following cursors), polled every 10 and 20 ms.
@@ -35,6 +37,7 @@ import { Kafka, logLevel } from 'kafkajs'
 import pg from 'pg'
 import { consumerLag, Pipeline, TOPIC_PREFIX } from '../test/support/e2e.ts'
 import {
+  CREATED_AT,
   insertApiKey,
   insertEnrollment,
   insertGroupMembership,
@@ -164,13 +167,73 @@ async function seed(sql: Sql, name: string, providers: number): Promise<Org> {
 }
 
 /**
- * Deletes one of the organization's identifiers, if it has any, taken out of its list first (a
- * concurrent writer cannot pick it too).
+ * The writer's statements. Each transaction is one round trip, as an application that prepares
+ * its statements sends it: the single-row ones are prepared once a connection (node-postgres's
+ * named statements: PostgreSQL parses and plans each once), and the multi-row transaction is one
+ * message of statements (PostgreSQL's simple query protocol, values as escaped literals). The
+ * rows, transactions and WAL are the same as statement by statement; what goes is the writer's
+ * and PostgreSQL's cost per round trip, which on these two cores the replica's own processes paid
+ * for (2026-11-29: the writer sent about two round trips a transaction, seven for a multi-row one).
  */
-async function removeIdentifier(client: pg.PoolClient, org: Org): Promise<void> {
-  if (org.identifiers.length === 0) return
-  const [id] = org.identifiers.splice(Math.floor(Math.random() * org.identifiers.length), 1)
-  await client.query(`delete from provider_identifiers where id = $1`, [id])
+const WRITES = {
+  rename: 'update providers set last_name = $2, updated_at = now() where id = $1',
+  addIdentifier: `insert into provider_identifiers (id, organization_id, provider_id, type, value, created_at)
+    values ($1, $2, $3, 'state_license', $4, $5)`,
+  removeIdentifier: 'delete from provider_identifiers where id = $1',
+  moveMembership: 'update group_memberships set provider_group_id = $2 where id = $1',
+  enrollmentStatus: 'update enrollments set status = $2 where id = $1',
+  addDocument: `insert into documents (id, organization_id, provider_id, type, file_name, content_type,
+      size_bytes, uploaded_at, storage_key)
+    values ($1, $2, $3, 'license', 'license.pdf', 'application/pdf', 1000, now(), $4)`,
+} as const
+
+/** A write as a named (prepared) statement of WRITES. */
+function prepared(name: keyof typeof WRITES, values: unknown[]): pg.QueryConfig {
+  return { name: `bench-${name}`, text: WRITES[name], values }
+}
+
+/** A new identifier of one of the organization's providers: its id and the insert's values. */
+function newIdentifier(org: Org): { id: string; values: string[] } {
+  const id = randomUUID()
+  const value = `LIC-${randomUUID().slice(0, 6)}`
+  return { id, values: [id, org.id, pick(org.providers), value, CREATED_AT] }
+}
+
+/**
+ * One of the organization's identifiers, taken out of its list (a concurrent writer cannot pick
+ * it too); undefined when it has none.
+ */
+function takeIdentifier(org: Org): string | undefined {
+  if (org.identifiers.length === 0) return undefined
+  return org.identifiers.splice(Math.floor(Math.random() * org.identifiers.length), 1)[0]
+}
+
+/**
+ * Several providers renamed and an identifier replaced (steady) or added (growing), in one
+ * transaction sent as one message. The providers in id order, as an application locking several
+ * rows would: two such transactions taking the same providers in opposite orders deadlocked, and
+ * PostgreSQL rolled one back.
+ */
+function multiRowTransaction(client: pg.PoolClient, org: Org): { text: string; added: string } {
+  const literal = (value: string) => client.escapeLiteral(value)
+  const renamed = [pick(org.providers), pick(org.providers), pick(org.providers)].sort()
+  const identifier = newIdentifier(org)
+  const removed = IDENTIFIER_MIX === 'steady' ? takeIdentifier(org) : undefined
+  const text = [
+    'begin',
+    ...renamed.map(
+      (id) =>
+        `update providers set last_name = ${literal(`M${randomUUID().slice(0, 8)}`)} where id = ${literal(id)}`,
+    ),
+    WRITES.addIdentifier.replace(/\$(\d)/g, (_, n: string) =>
+      literal(identifier.values[Number(n) - 1]!),
+    ),
+    ...(removed === undefined
+      ? []
+      : [`delete from provider_identifiers where id = ${literal(removed)}`]),
+    'commit',
+  ].join(';\n')
+  return { text, added: identifier.id }
 }
 
 /** One transaction of the product's write mix, on a pooled connection. */
@@ -180,26 +243,11 @@ async function writeOne(pool: pg.Pool, orgs: Org[]): Promise<void> {
   const client = await pool.connect()
   try {
     if (roll < 0.45) {
-      await client.query(`update providers set last_name = $2, updated_at = now() where id = $1`, [
-        pick(org.providers),
-        `L${randomUUID().slice(0, 8)}`,
-      ])
+      await client.query(prepared('rename', [pick(org.providers), `L${randomUUID().slice(0, 8)}`]))
     } else if (roll < 0.6) {
-      await client.query('begin')
-      // In id order, as an application locking several rows would: two such transactions taking
-      // the same providers in opposite orders deadlocked, and PostgreSQL rolled one back.
-      const renamed = [pick(org.providers), pick(org.providers), pick(org.providers)].sort()
-      for (const id of renamed) {
-        await client.query(`update providers set last_name = $2 where id = $1`, [
-          id,
-          `M${randomUUID().slice(0, 8)}`,
-        ])
-      }
-      const identifier = await insertProviderIdentifier(client, org.id, pick(org.providers))
-      // A credential renewed: the steady mix removes one as it adds one.
-      if (IDENTIFIER_MIX === 'steady') await removeIdentifier(client, org)
-      await client.query('commit')
-      org.identifiers.push(identifier.id)
+      const { text, added } = multiRowTransaction(client, org)
+      await client.query(text)
+      org.identifiers.push(added)
     } else if (roll < 0.77) {
       // Growing: added in 12 of these 17 rolls, removed in 5. Steady: removed while above the
       // organization's steady count, added otherwise.
@@ -207,28 +255,30 @@ async function writeOne(pool: pg.Pool, orgs: Org[]): Promise<void> {
         IDENTIFIER_MIX === 'steady'
           ? org.identifiers.length > org.providers.length * IDENTIFIERS_PER_PROVIDER
           : roll >= 0.72
-      if (remove) await removeIdentifier(client, org)
-      else {
-        org.identifiers.push(
-          (await insertProviderIdentifier(client, org.id, pick(org.providers))).id,
-        )
+      const removed = remove ? takeIdentifier(org) : undefined
+      if (removed !== undefined) await client.query(prepared('removeIdentifier', [removed]))
+      else if (!remove) {
+        const identifier = newIdentifier(org)
+        await client.query(prepared('addIdentifier', identifier.values))
+        org.identifiers.push(identifier.id)
       }
     } else if (roll < 0.87) {
-      await client.query(`update group_memberships set provider_group_id = $2 where id = $1`, [
-        pick(org.memberships),
-        pick(org.groups),
-      ])
+      await client.query(prepared('moveMembership', [pick(org.memberships), pick(org.groups)]))
     } else if (roll < 0.95) {
-      await client.query(`update enrollments set status = $2 where id = $1`, [
-        pick(org.enrollments),
-        pick(['in_progress', 'submitted', 'approved', 'denied']),
-      ])
+      await client.query(
+        prepared('enrollmentStatus', [
+          pick(org.enrollments),
+          pick(['in_progress', 'submitted', 'approved', 'denied']),
+        ]),
+      )
     } else {
       await client.query(
-        `insert into documents (id, organization_id, provider_id, type, file_name, content_type,
-           size_bytes, uploaded_at, storage_key)
-         values ($1, $2, $3, 'license', 'license.pdf', 'application/pdf', 1000, now(), $4)`,
-        [randomUUID(), org.id, pick(org.providers), `s3://bench/${randomUUID()}`],
+        prepared('addDocument', [
+          randomUUID(),
+          org.id,
+          pick(org.providers),
+          `s3://bench/${randomUUID()}`,
+        ]),
       )
     }
   } catch (error) {
