@@ -3,6 +3,7 @@
 // -> SQLite files -> `node --import tsx api/main.ts`, checked over real HTTP. Every component is a
 // separate process on free ports; a component that cannot start fails the test file loudly.
 import Database from 'better-sqlite3'
+import type { Admin } from 'kafkajs'
 import { randomUUID } from 'node:crypto'
 import { once } from 'node:events'
 import { existsSync, mkdirSync, readdirSync } from 'node:fs'
@@ -409,20 +410,28 @@ export async function consumerLag(brokers: string[], groupId: string): Promise<n
   const admin = kafkaClient(brokers).admin()
   await admin.connect()
   try {
-    const topics = changeTopics(TOPIC_PREFIX)
-    const committed = await admin.fetchOffsets({ groupId, topics })
-    let lag = 0
-    for (const topic of topics) {
-      const mine = committed.find((c) => c.topic === topic)?.partitions ?? []
-      for (const end of await admin.fetchTopicOffsets(topic)) {
-        const at = mine.find((p) => p.partition === end.partition)?.offset ?? '-1'
-        lag += Number(BigInt(end.high) - BigInt(at === '-1' ? end.low : at))
-      }
-    }
-    return lag
+    return await consumerLagBy(admin, groupId)
   } finally {
     await admin.disconnect()
   }
+}
+
+/**
+ * The same through a connected admin client: a caller that samples the lag every second (bench:
+ * freshness) does not connect anew each time.
+ */
+export async function consumerLagBy(admin: Admin, groupId: string): Promise<number> {
+  const topics = changeTopics(TOPIC_PREFIX)
+  const committed = await admin.fetchOffsets({ groupId, topics })
+  let lag = 0
+  for (const topic of topics) {
+    const mine = committed.find((c) => c.topic === topic)?.partitions ?? []
+    for (const end of await admin.fetchTopicOffsets(topic)) {
+      const at = mine.find((p) => p.partition === end.partition)?.offset ?? '-1'
+      lag += Number(BigInt(end.high) - BigInt(at === '-1' ? end.low : at))
+    }
+  }
+  return lag
 }
 
 /** The end offset of a topic's partitions summed: how many records it ever received. */
