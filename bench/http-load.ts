@@ -9,6 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import type { BenchConfig } from '../src/config.ts'
 import { repoRoot } from '../test/harness/paths.ts'
 import type { DistinctPlan } from './distinct-load.ts'
+import { processTicks } from './machine-cpu.ts'
 
 const autocannonBin = join(repoRoot, 'node_modules/.bin/autocannon')
 
@@ -94,8 +95,7 @@ function sampleServer(pid: number): ServerSample {
 
 /** CPU seconds (user + system) a process has used so far, from /proc. */
 export function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? []
-  return (Number(fields[11]) + Number(fields[12])) / 100 // utime, stime in clock ticks (USER_HZ 100)
+  return processTicks(pid).ticks / 100 // clock ticks (USER_HZ 100)
 }
 
 /** One autocannon run against `url` served by `server`, as fast as it answers. */

@@ -2,7 +2,68 @@
 // system, from /proc/<pid>/stat), summed by the role its command line names, against the machine's
 // own time (/proc/stat). A benchmark that runs the whole pipeline on one machine says with it
 // which part of the pipeline the cores were spent on. Linux only; elsewhere the shares are empty.
+// The readings themselves (a process's ticks, every process's, the machine's) are also what
+// bench/http-load.ts samples a server by and bench/rebuild.ts sums its children by.
 import { readdirSync, readFileSync } from 'node:fs'
+
+/** A process's CPU time so far, in clock ticks (USER_HZ, 100 a second on Linux). */
+export interface ProcessCpu {
+  pid: number
+  parent: number
+  ticks: number
+  /** Its arguments joined by spaces. */
+  commandLine: string
+}
+
+/** One process's CPU ticks so far (user and system) and its parent, from /proc/<pid>/stat. */
+export function processTicks(pid: number): { parent: number; ticks: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ')
+  // ppid, utime and stime: fields 4, 14 and 15 of proc(5); 2, 12 and 13 after the command.
+  return { parent: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) }
+}
+
+/** Every process's CPU time so far, from /proc (none where there is no /proc). */
+export function readProcesses(): ProcessCpu[] {
+  let pids: string[] = []
+  try {
+    pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name))
+  } catch {
+    return []
+  }
+  const processes: ProcessCpu[] = []
+  for (const pid of pids) {
+    try {
+      const { parent, ticks } = processTicks(Number(pid))
+      const commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+        .replace(/\0$/, '')
+        .replaceAll('\0', ' ')
+      processes.push({ pid: Number(pid), parent, ticks, commandLine })
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return processes
+}
+
+/**
+ * The machine's CPU time so far, every core, in clock ticks (/proc/stat): in all (user, nice,
+ * system, idle, iowait, irq, softirq, steal), idle (idle and iowait), and steal (a virtual
+ * machine's time taken by its host).
+ */
+export function readMachineTicks(): { total: number; idle: number; steal: number } {
+  try {
+    const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!
+    const ticks = line.trim().split(/\s+/).slice(1, 9).map(Number)
+    return {
+      total: ticks.reduce((a, b) => a + b, 0),
+      idle: (ticks[3] ?? 0) + (ticks[4] ?? 0),
+      steal: ticks[7] ?? 0,
+    }
+  } catch {
+    return { total: 0, idle: 0, steal: 0 }
+  }
+}
 
 /** The role of a process by its command line (arguments joined by spaces); undefined: other. */
 export type ProcessRole = (commandLine: string, pid: number) => string | undefined
@@ -17,34 +78,17 @@ export interface CpuSnapshot {
 /** Every process's CPU ticks so far, summed by `role`; processes of no role count as `other`. */
 export function cpuSnapshot(role: ProcessRole): CpuSnapshot {
   const byRole = new Map<string, number>()
-  let pids: string[] = []
-  try {
-    pids = readdirSync('/proc').filter((name) => /^\d+$/.test(name))
-  } catch {
-    return { byRole, machineBusy: 0, machineTotal: 0 }
+  for (const { pid, ticks, commandLine } of readProcesses()) {
+    const name = role(commandLine, pid) ?? 'other'
+    byRole.set(name, (byRole.get(name) ?? 0) + ticks)
   }
-  for (const pid of pids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ')
-      // utime and stime: fields 14 and 15 of stat, 12 and 13 after the command's parenthesis.
-      const ticks = Number(fields[11]) + Number(fields[12])
-      const commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
-        .replace(/\0$/, '')
-        .replaceAll('\0', ' ')
-      const name = role(commandLine, Number(pid)) ?? 'other'
-      byRole.set(name, (byRole.get(name) ?? 0) + ticks)
-    } catch {
-      // Gone meanwhile.
-    }
+  // Steal is not this machine's work.
+  const machine = readMachineTicks()
+  return {
+    byRole,
+    machineBusy: machine.total - machine.idle - machine.steal,
+    machineTotal: machine.total,
   }
-  const cpu = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1)
-  const ticks = cpu.map(Number)
-  // user nice system idle iowait irq softirq steal: idle, iowait and steal (a virtual machine's
-  // time taken by its host) are not this machine's work.
-  const machineTotal = ticks.slice(0, 8).reduce((a, b) => a + b, 0)
-  const machineBusy = machineTotal - (ticks[3] ?? 0) - (ticks[4] ?? 0) - (ticks[7] ?? 0)
-  return { byRole, machineBusy, machineTotal }
 }
 
 /**

@@ -20,7 +20,7 @@
 // or a status other than 2xx. Then the figures, what the time went to, and one line of JSON:
 //   {"events", "rebuildSeconds", "p99QuietMs", "p99DuringRebuildMs", "failedRequests"}
 // --profile runs the rebuild with --cpu-prof (profiles in .cache/bench/profiles).
-import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs'
+import { mkdirSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -37,6 +37,7 @@ import {
   type ProjectorProcess,
 } from '../test/support/e2e.ts'
 import { benchDataset } from './dataset.ts'
+import { readMachineTicks, readProcesses } from './machine-cpu.ts'
 import { produceFile } from './produce.ts'
 import { metricSum, percentile, readyz, waitUntil } from './wait.ts'
 
@@ -184,24 +185,9 @@ function label(cmdline: string, pid: string): string {
  * by what the child runs; and this process's own (the pollers).
  */
 function childCpuSeconds(): Map<string, number> {
-  const processes = new Map<string, { parent: string; seconds: number; cmdline: string }>()
-  for (const pid of readdirSync('/proc')) {
-    if (!/^\d+$/.test(pid)) continue
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
-      processes.set(pid, {
-        parent: fields[1]!,
-        // utime and stime: fields 14 and 15 of proc(5)
-        seconds: (Number(fields[11]) + Number(fields[12])) / TICKS,
-        cmdline: readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' '),
-      })
-    } catch {
-      // gone meanwhile
-    }
-  }
+  const processes = new Map(readProcesses().map((p) => [p.pid, p]))
   const byLabel = new Map<string, number>()
-  const own = String(process.pid)
+  const own = process.pid
   for (const [pid, p] of processes) {
     // Up to the ancestor that is a child of this process, if any.
     let child = pid
@@ -213,8 +199,8 @@ function childCpuSeconds(): Map<string, number> {
       parent = up.parent
     }
     if (parent !== own) continue
-    const name = label(processes.get(child)!.cmdline, child)
-    byLabel.set(name, (byLabel.get(name) ?? 0) + p.seconds)
+    const name = label(processes.get(child)!.commandLine, String(child))
+    byLabel.set(name, (byLabel.get(name) ?? 0) + p.ticks / TICKS)
   }
   const usage = process.cpuUsage()
   byLabel.set('bench (pollers)', (usage.user + usage.system) / 1e6)
@@ -223,10 +209,7 @@ function childCpuSeconds(): Map<string, number> {
 
 /** Busy and total CPU seconds of the whole machine so far (/proc/stat), every core. */
 function machineCpuSeconds(): { busy: number; total: number } {
-  const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!
-  const ticks = line.trim().split(/\s+/).slice(1).map(Number)
-  const total = ticks.reduce((a, b) => a + b, 0)
-  const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0)
+  const { total, idle } = readMachineTicks()
   return { busy: (total - idle) / TICKS, total: total / TICKS }
 }
 
