@@ -3,24 +3,16 @@
 // its topics.
 import { spawn } from 'node:child_process'
 import { readFileSync } from 'node:fs'
-import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import type { Admin } from 'kafkajs'
 import { isolatedChildEnv } from '../src/config.ts'
-import { repoRoot } from '../test/harness/paths.ts'
+import { repoRoot, scriptNodeFlags } from '../test/harness/paths.ts'
 
 /**
- * The node flags of `npm run projector` (package.json), so that the file runs measure the
- * projector as it is started, V8's young generation included.
+ * How `npm run projector` starts node (package.json), so that the file runs measure the projector
+ * as it is started, V8's young generation included.
  */
-export const projectorNodeFlags = (() => {
-  const manifest = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as {
-    scripts: Record<string, string>
-  }
-  const words = manifest.scripts.projector!.split(/\s+/)
-  if (words[0] !== 'node') throw new Error('npm run projector no longer starts with node')
-  return words.slice(1, words.indexOf('projector/main.ts'))
-})()
+export const projectorNodeFlags = [...scriptNodeFlags('projector'), '--import', 'tsx']
 
 /** The summary `projector --from-file` prints as its last line. */
 export interface FileRunSummary {

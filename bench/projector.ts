@@ -38,13 +38,7 @@ import { kafkaClient, startKafka } from '../test/harness/kafka.ts'
 import { startProjector } from '../test/support/e2e.ts'
 import { type BenchEncoding, benchDataset } from './dataset.ts'
 import { produceFile } from './produce.ts'
-import {
-  endOffsets,
-  peakRssMbOf,
-  projectFile,
-  projectorNodeFlags,
-  waitCommitted,
-} from './projector-run.ts'
+import { endOffsets, peakRssMbOf, projectFile, waitCommitted } from './projector-run.ts'
 import { readyz, waitUntil } from './wait.ts'
 
 const { values } = parseArgs({
@@ -163,7 +157,6 @@ async function kafkaRun(
     logDir: dataDir,
     label: `projector-kafka-${encoding}`,
     env: { TOPIC_PREFIX: topicPrefix, LOG_LEVEL: 'warn', ...lanesEnv },
-    nodeArgs: projectorNodeFlags,
   })
   const t0 = process.hrtime.bigint()
   await waitCommitted(admin, groupId, topics, ends)

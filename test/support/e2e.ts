@@ -30,6 +30,7 @@ import {
 } from '../harness/process.ts'
 import type { Sql } from './e2e-sql.ts'
 import { repoRoot } from './processes.ts'
+import { scriptNodeFlags } from '../harness/paths.ts'
 
 /** Debezium's topic.prefix, and the projector's TOPIC_PREFIX default. */
 export const TOPIC_PREFIX = 'product'
@@ -83,7 +84,9 @@ async function startEntry(
 ): Promise<{ proc: ManagedProcess; adminUrl: string }> {
   const adminPort = await freePort()
   const adminUrl = `http://127.0.0.1:${adminPort}`
-  const argv = [...nodeArgs, '--import', 'tsx', entry, ...args]
+  // Started as `npm run <entry>` starts it (package.json's node flags), then the caller's own.
+  const script = entry.startsWith('projector/') ? 'projector' : 'api'
+  const argv = [...scriptNodeFlags(script), ...nodeArgs, '--import', 'tsx', entry, ...args]
   const proc = startProcess(label, process.execPath, argv, {
     cwd: repoRoot,
     env: childEnv({ ...env, ADMIN_HOST: '127.0.0.1', ADMIN_PORT: String(adminPort) }),
