@@ -59,21 +59,31 @@ export interface ItemOrigin {
   lineNumber: number
 }
 
-/** Packs an upsert whose organization its bytes named (lane-hint.ts). */
-export type PackHinted = (
-  hint: LaneHint,
-  buf: Buffer,
-  start: number,
-  end: number,
-  record: ItemOrigin,
-  index: number,
-) => void
+/**
+ * What a batch's items are packed into (PackedBatch). Methods of long-lived objects, not closures
+ * made for each batch or record: V8 holds a function's optimized code only as long as some
+ * closure of it lives, so a closure made per batch lost its code at each full collection of the
+ * main thread (about one a second at 2,000 transactions/s) and ran unoptimized until compiled
+ * again: `perf`'s map of a 40 s run held 36-88 optimized copies of each of them.
+ */
+export interface PackSink {
+  /** An upsert whose organization its bytes named (lane-hint.ts). */
+  hinted(
+    hint: LaneHint,
+    buf: Buffer,
+    start: number,
+    end: number,
+    record: ItemOrigin,
+    index: number,
+  ): void
+  /** A record the bytes did not route: the main thread decodes it. */
+  decoded(record: SourceRecord, index: number): void
+}
 
-/** Packs a record the bytes did not route: the main thread decodes it. */
-export type PackDecoded = (record: SourceRecord, index: number) => void
-
-/** Goes through a batch's items, calling `hinted` for an upsert found in bytes, `decoded` else. */
-export type PackItems = (hinted: PackHinted, decoded: PackDecoded) => void
+/** A batch's items, gone through in order: `hinted` for an upsert found in bytes, `decoded` else. */
+export interface PackItems {
+  each(sink: PackSink): void
+}
 
 /** One lane's share of a batch, as it is packed (lane-protocol.ts). */
 class LanePacker {
@@ -185,6 +195,36 @@ interface RouteRequest {
   skipped: boolean
 }
 
+/** Routes in the order of their row ids (`PackedBatch.#routeAndPack`). */
+function byRowId(a: RouteRequest, b: RouteRequest): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0
+}
+
+/**
+ * An event to pack once the batch's routes are known, in the batch's order: an upsert found in
+ * bytes, or a decoded truncate, delete or upsert (data, not closures: see PackSink).
+ */
+type PackStep =
+  | {
+      kind: 'hinted'
+      routed: RouteRequest
+      hint: LaneHint
+      buf: Buffer
+      start: number
+      end: number
+      record: ItemOrigin
+      index: number
+    }
+  | { kind: 'truncate'; event: OrganizationEvent }
+  | { kind: 'delete'; routed: RouteRequest; event: OrganizationEvent }
+  | {
+      kind: 'upsert'
+      routed: RouteRequest
+      event: OrganizationEvent
+      change: Extract<OrganizationEvent['change'], { kind: 'upsert' }>
+      organizationId: string
+    }
+
 export interface PackContext {
   control: ControlFile
   topicPrefix: string
@@ -214,14 +254,14 @@ export function emptyOutcome(): BatchOutcome {
 }
 
 /** A batch routed and packed on the main thread, then merged from its lanes' answers. */
-export class PackedBatch {
+export class PackedBatch implements PackSink {
   readonly outcome = emptyOutcome()
   readonly #packers: LanePacker[]
   /** Organizations with events in this batch: a truncate reaches them, file or not yet. */
   readonly #inBatch = new Set<string>()
   readonly #controlEvents: ControlEvent[] = []
   /** The batch's events to pack, in order, once their routes are known (`route`). */
-  #steps: Array<() => void> = []
+  #steps: PackStep[] = []
   /** The batch's routes: an upsert's (organizationId) or a key-only delete's lookup. */
   #routes: RouteRequest[] = []
   /** Dead letters in the order of their records (index in the batch, or line number). */
@@ -236,7 +276,7 @@ export class PackedBatch {
     this.#packers = Array.from({ length: lanes }, () => new LanePacker(expected, buffers))
   }
 
-  readonly tally = (table: string, what: string, n = 1): void => {
+  tally(table: string, what: string, n = 1): void {
     let byOutcome = this.outcome.events.get(table)
     if (byOutcome === undefined) this.outcome.events.set(table, (byOutcome = {}))
     byOutcome[what] = (byOutcome[what] ?? 0) + n
@@ -296,44 +336,103 @@ export class PackedBatch {
    */
   #routeAndPack(pack: PackItems): void {
     const { control } = this.context
-    pack(this.hinted, this.decoded)
-    this.#routes.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+    pack.each(this)
+    this.#routes.sort(byRowId)
     for (const r of this.#routes) {
       if (r.organizationId === undefined) r.found = control.routeOf(r.table, r.id)
       else if (r.unlessNew && control.routeOf(r.table, r.id) === undefined) r.skipped = true
       else r.found = control.route(r.table, r.id, r.organizationId)
     }
-    for (const step of this.#steps) step()
+    for (const step of this.#steps) this.#pack(step)
     // Garbage as soon as the batch is packed, not once the lanes answer: held by this call until
     // then, they outlived young-generation collections and swelled the old one.
     this.#routes = []
     this.#steps = []
   }
 
-  readonly hinted: PackHinted = (hint, buf, start, end, record, index) => {
+  hinted(
+    hint: LaneHint,
+    buf: Buffer,
+    start: number,
+    end: number,
+    record: ItemOrigin,
+    index: number,
+  ): void {
     const routed = this.#routeLater(hint.table, hint.id, hint.organizationId)
-    const item = (kind: ItemKind, organizationId: string) =>
-      this.#packerOf(organizationId)?.bytes(
-        kind,
+    this.#steps.push({ kind: 'hinted', routed, hint, buf, start, end, record, index })
+  }
+
+  /** Packs a step whose route is known now. */
+  #pack(step: PackStep): void {
+    switch (step.kind) {
+      case 'hinted':
+        return this.#packHinted(step)
+      case 'truncate': {
+        // Every organization with a file, and those whose first rows came earlier in this batch
+        // (their files do not exist yet, but their rows are about to).
+        const organizations = new Set([...this.context.knownOrganizations(), ...this.#inBatch])
+        for (const organizationId of organizations) this.#packDecoded(organizationId, step.event)
+        return
+      }
+      case 'delete': {
+        // A delete of a row this replica never saw (compacted away, or older than the topics'
+        // retention) has nothing to remove.
+        const { routed, event } = step
+        if (routed.found === undefined) this.tally(event.change.table, 'absent')
+        else this.#packDecoded(routed.found, event)
+        return
+      }
+      case 'upsert': {
+        const { routed, event } = step
+        // Rebuilding some organizations: another's row matters only if it moves out of one.
+        if (routed.skipped) return void this.outcome.skipped++
+        if (routed.found !== undefined) {
+          // The row moved to another organization: it leaves the old file.
+          const { table, id, position } = step.change
+          const moved = { change: { kind: 'delete', table, id, position }, origin: event.origin }
+          this.#packDecoded(routed.found, moved as OrganizationEvent)
+        }
+        this.#packDecoded(step.organizationId, event)
+        return
+      }
+    }
+  }
+
+  #packHinted(step: Extract<PackStep, { kind: 'hinted' }>): void {
+    const { routed, hint, buf, start, end, record, index } = step
+    // Rebuilding some organizations: another's row matters only if it moves out of one (then
+    // only its move-out is packed: the packer of an organization not kept is none).
+    if (routed.skipped) return void this.outcome.skipped++
+    if (routed.found !== undefined) {
+      this.#packerOf(routed.found)?.bytes(
+        ItemKind.MoveOut,
         buf,
         start,
         end,
         record,
-        organizationId,
+        routed.found,
         hint.idAt,
         index,
       )
-    this.#steps.push(() => {
-      // Rebuilding some organizations: another's row matters only if it moves out of one (then
-      // only its move-out is packed: the packer of an organization not kept is none).
-      if (routed.skipped) return void this.outcome.skipped++
-      if (routed.found !== undefined) item(ItemKind.MoveOut, routed.found)
-      item(ItemKind.Hinted, hint.organizationId)
-    })
+    }
+    this.#packerOf(hint.organizationId)?.bytes(
+      ItemKind.Hinted,
+      buf,
+      start,
+      end,
+      record,
+      hint.organizationId,
+      hint.idAt,
+      index,
+    )
+  }
+
+  #packDecoded(organizationId: string, event: OrganizationEvent): void {
+    this.#packerOf(organizationId)?.decoded(ItemKind.Decoded, organizationId, event)
   }
 
   /** What the bytes did not name: decoded here. */
-  readonly decoded: PackDecoded = (record, index) => {
+  decoded(record: SourceRecord, index: number): void {
     const classified = classifyRecord(record, this.context.topicPrefix)
     if (classified.kind === 'skipped') {
       this.outcome.skipped++
@@ -354,41 +453,15 @@ export class PackedBatch {
   }
 
   #organizationEvent(event: OrganizationEvent): void {
-    const { change, origin } = event
-    const packDecoded = (organizationId: string, e: OrganizationEvent) =>
-      this.#packerOf(organizationId)?.decoded(ItemKind.Decoded, organizationId, e)
-    if (change.kind === 'truncate') {
-      // Every organization with a file, and those whose first rows came earlier in this batch
-      // (their files do not exist yet, but their rows are about to).
-      this.#steps.push(() => {
-        const organizations = new Set([...this.context.knownOrganizations(), ...this.#inBatch])
-        for (const organizationId of organizations) packDecoded(organizationId, event)
-      })
-      return
-    }
+    const { change } = event
+    if (change.kind === 'truncate') return void this.#steps.push({ kind: 'truncate', event })
     if (change.kind === 'delete') {
       const routed = this.#routeLater(change.table, change.id)
-      this.#steps.push(() => {
-        // A delete of a row this replica never saw (compacted away, or older than the topics'
-        // retention) has nothing to remove.
-        if (routed.found === undefined) this.tally(change.table, 'absent')
-        else packDecoded(routed.found, event)
-      })
-      return
+      return void this.#steps.push({ kind: 'delete', routed, event })
     }
     const organizationId = (change.row as { organization_id: string }).organization_id
     const routed = this.#routeLater(change.table, change.id, organizationId)
-    this.#steps.push(() => {
-      // Rebuilding some organizations: another's row matters only if it moves out of one.
-      if (routed.skipped) return void this.outcome.skipped++
-      if (routed.found !== undefined) {
-        // The row moved to another organization: it leaves the old file.
-        const { table, id, position } = change
-        const moved = { change: { kind: 'delete', table, id, position }, origin }
-        packDecoded(routed.found, moved as OrganizationEvent)
-      }
-      packDecoded(organizationId, event)
-    })
+    this.#steps.push({ kind: 'upsert', routed, event, change, organizationId })
   }
 
   /** Each lane's share (undefined: it has none), once routed. The packers are done with. */
@@ -448,15 +521,26 @@ export function recordBytes(records: readonly SourceRecord[]): number {
  * organization, decoded otherwise (values already parsed, as tests and verify's build give them).
  */
 export function packRecords(records: readonly SourceRecord[]): PackItems {
-  return (hinted, decoded) => {
-    records.forEach((record, index) => {
+  return new RecordItems(records)
+}
+
+class RecordItems implements PackItems {
+  constructor(readonly records: readonly SourceRecord[]) {}
+
+  each(sink: PackSink): void {
+    const { records } = this
+    for (let index = 0; index < records.length; index++) {
+      const record = records[index]!
       const bytes = valueBytes(record.value)
       const hint = bytes === undefined ? undefined : laneHint(bytes)
-      if (hint === undefined || bytes === undefined) return decoded(record, index)
+      if (hint === undefined || bytes === undefined) {
+        sink.decoded(record, index)
+        continue
+      }
       const { topic, partition } = record
       const origin = { topic, partition, offset: Number(record.offset), lineNumber: 0 }
-      hinted(hint, bytes, 0, bytes.length, origin, index)
-    })
+      sink.hinted(hint, bytes, 0, bytes.length, origin, index)
+    }
   }
 }
 
@@ -465,8 +549,17 @@ export function packRecords(records: readonly SourceRecord[]): PackItems {
  * otherwise (`reader`: a line that is not a record throws a FileSourceError).
  */
 export function packLines(batch: LineBatch, reader: LineReader): PackItems {
-  const { buf, lines } = batch
-  return (hinted, decoded) => {
+  return new LineItems(batch, reader)
+}
+
+class LineItems implements PackItems {
+  constructor(
+    readonly batch: LineBatch,
+    readonly reader: LineReader,
+  ) {}
+
+  each(sink: PackSink): void {
+    const { buf, lines } = this.batch
     for (let i = 0; i < lines.length; i += 3) {
       const start = lines[i]!
       const end = lines[i + 1]!
@@ -474,11 +567,11 @@ export function packLines(batch: LineBatch, reader: LineReader): PackItems {
       const hint = laneHint(buf, start, end)
       if (hint !== undefined) {
         const origin = { topic: '', partition: 0, offset: 0, lineNumber }
-        hinted(hint, buf, start, end, origin, lineNumber)
+        sink.hinted(hint, buf, start, end, origin, lineNumber)
         continue
       }
-      const record = reader.record(buf, start, end, lineNumber)
-      if (record !== undefined) decoded(record, lineNumber)
+      const record = this.reader.record(buf, start, end, lineNumber)
+      if (record !== undefined) sink.decoded(record, lineNumber)
     }
   }
 }
