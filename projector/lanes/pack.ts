@@ -61,10 +61,10 @@ export interface ItemOrigin {
 
 /**
  * What a batch's items are packed into (PackedBatch). Methods of long-lived objects, not closures
- * made for each batch or record: V8 holds a function's optimized code only as long as some
- * closure of it lives, so a closure made per batch lost its code at each full collection of the
- * main thread (about one a second at 2,000 transactions/s) and ran unoptimized until compiled
- * again: `perf`'s map of a 40 s run held 36-88 optimized copies of each of them.
+ * made for each batch or record: V8 keeps a function's optimized code only while a closure of it
+ * lives, so closures made per batch lost theirs at each full collection of the main thread and
+ * ran unoptimized until compiled again (6-8 times each in a 40 s step of bench:freshness at
+ * 2,000/s, 36-88 times with V8's default young generation; docs/freshness.md).
  */
 export interface PackSink {
   /** An upsert whose organization its bytes named (lane-hint.ts). */
