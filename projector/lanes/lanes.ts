@@ -366,12 +366,11 @@ class LaneCoordinator implements LaneApplier {
   }
 
   async commit(options: CommitOptions = {}): Promise<EventTally> {
+    await this.#idle()
     const building = options.lastRound === true && !this.#inner.caughtUp
     // Live, each batch committed its own files: no round trip to the lanes for nothing (a live
-    // source commits after every batch), and no wait for the batch the lanes apply meanwhile (a
-    // live source commits a group's offsets while the next is applied).
+    // source commits after every batch).
     if (!building && !this.#barrier.holding) return takeTally(this.#barrier.drained)
-    await this.#idle()
     const built = await this.#barrier.commit(building ? this.#clock().getTime() : undefined)
     this.#builtEarly = mergeBuilt(this.#builtEarly, built)
     return takeTally(this.#barrier.drained)

@@ -432,18 +432,9 @@ class KafkaChangeSource implements KafkaSource {
           const applied = Promise.resolve().then(() => this.#applier.applyBatch(records))
           applied.catch(() => undefined)
           const settled = previous.then(() => this.#settle(group, applied))
-          // Live, one group at a time: the next grows meanwhile, and is taken once this one's
-          // files are committed and the group before it settled; this one's offsets are
-          // committed while the next is applied (about 6% of a live group's cycle at 2,000
-          // transactions/s was that round trip to the broker), at most one group behind. A group
-          // that failed is settled first, so that nothing after it is applied. A load routes the
-          // next group while the lanes apply this one (as the file source does), and waits for
-          // the one before.
-          const filesCommitted = applied.then(
-            () => undefined,
-            () => settled,
-          )
-          await (this.#lag.caughtUp ? Promise.all([previous, filesCommitted]) : previous)
+          // Live, one group at a time: the next grows meanwhile. A load routes the next group
+          // while the lanes apply this one (as the file source does), and waits for the one before.
+          await (this.#lag.caughtUp ? settled : previous)
           previous = settled
         }
         await previous
