@@ -67,17 +67,19 @@ export interface ItemOrigin {
  * 2,000/s, 36-88 times with V8's default young generation; docs/freshness.md).
  */
 export interface PackSink {
-  /** An upsert whose organization its bytes named (lane-hint.ts). */
-  hinted(
-    hint: LaneHint,
-    buf: Buffer,
-    start: number,
-    end: number,
-    record: ItemOrigin,
-    index: number,
-  ): void
+  hinted(item: HintedItem): void
   /** A record the bytes did not route: the main thread decodes it. */
   decoded(record: SourceRecord, index: number): void
+}
+
+/** An upsert whose organization its bytes named (lane-hint.ts): its value is `buf[start, end)`. */
+export interface HintedItem {
+  hint: LaneHint
+  buf: Buffer
+  start: number
+  end: number
+  record: ItemOrigin
+  index: number
 }
 
 /** A batch's items, gone through in order: `hinted` for an upsert found in bytes, `decoded` else. */
@@ -205,16 +207,7 @@ function byRowId(a: RouteRequest, b: RouteRequest): number {
  * bytes, or a decoded truncate, delete or upsert (data, not closures: see PackSink).
  */
 type PackStep =
-  | {
-      kind: 'hinted'
-      routed: RouteRequest
-      hint: LaneHint
-      buf: Buffer
-      start: number
-      end: number
-      record: ItemOrigin
-      index: number
-    }
+  | { kind: 'hinted'; routed: RouteRequest; item: HintedItem }
   | { kind: 'truncate'; event: OrganizationEvent }
   | { kind: 'delete'; routed: RouteRequest; event: OrganizationEvent }
   | {
@@ -350,23 +343,17 @@ export class PackedBatch implements PackSink {
     this.#steps = []
   }
 
-  hinted(
-    hint: LaneHint,
-    buf: Buffer,
-    start: number,
-    end: number,
-    record: ItemOrigin,
-    index: number,
-  ): void {
+  hinted(item: HintedItem): void {
+    const { hint } = item
     const routed = this.#routeLater(hint.table, hint.id, hint.organizationId)
-    this.#steps.push({ kind: 'hinted', routed, hint, buf, start, end, record, index })
+    this.#steps.push({ kind: 'hinted', routed, item })
   }
 
   /** Packs a step whose route is known now. */
   #pack(step: PackStep): void {
     switch (step.kind) {
       case 'hinted':
-        return this.#packHinted(step)
+        return this.#packHinted(step.routed, step.item)
       case 'truncate': {
         // Every organization with a file, and those whose first rows came earlier in this batch
         // (their files do not exist yet, but their rows are about to).
@@ -398,8 +385,8 @@ export class PackedBatch implements PackSink {
     }
   }
 
-  #packHinted(step: Extract<PackStep, { kind: 'hinted' }>): void {
-    const { routed, hint, buf, start, end, record, index } = step
+  #packHinted(routed: RouteRequest, item: HintedItem): void {
+    const { hint, buf, start, end, record, index } = item
     // Rebuilding some organizations: another's row matters only if it moves out of one (then
     // only its move-out is packed: the packer of an organization not kept is none).
     if (routed.skipped) return void this.outcome.skipped++
@@ -539,7 +526,7 @@ class RecordItems implements PackItems {
       }
       const { topic, partition } = record
       const origin = { topic, partition, offset: Number(record.offset), lineNumber: 0 }
-      sink.hinted(hint, bytes, 0, bytes.length, origin, index)
+      sink.hinted({ hint, buf: bytes, start: 0, end: bytes.length, record: origin, index })
     }
   }
 }
@@ -567,7 +554,7 @@ class LineItems implements PackItems {
       const hint = laneHint(buf, start, end)
       if (hint !== undefined) {
         const origin = { topic: '', partition: 0, offset: 0, lineNumber }
-        sink.hinted(hint, buf, start, end, origin, lineNumber)
+        sink.hinted({ hint, buf, start, end, record: origin, index: lineNumber })
         continue
       }
       const record = this.reader.record(buf, start, end, lineNumber)
