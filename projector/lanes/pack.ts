@@ -386,29 +386,22 @@ export class PackedBatch implements PackSink {
   }
 
   #packHinted(routed: RouteRequest, item: HintedItem): void {
-    const { hint, buf, start, end, record, index } = item
     // Rebuilding some organizations: another's row matters only if it moves out of one (then
     // only its move-out is packed: the packer of an organization not kept is none).
     if (routed.skipped) return void this.outcome.skipped++
-    if (routed.found !== undefined) {
-      this.#packerOf(routed.found)?.bytes(
-        ItemKind.MoveOut,
-        buf,
-        start,
-        end,
-        record,
-        routed.found,
-        hint.idAt,
-        index,
-      )
-    }
-    this.#packerOf(hint.organizationId)?.bytes(
-      ItemKind.Hinted,
+    if (routed.found !== undefined) this.#packBytes(ItemKind.MoveOut, routed.found, item)
+    this.#packBytes(ItemKind.Hinted, item.hint.organizationId, item)
+  }
+
+  #packBytes(kind: ItemKind, organizationId: string, item: HintedItem): void {
+    const { hint, buf, start, end, record, index } = item
+    this.#packerOf(organizationId)?.bytes(
+      kind,
       buf,
       start,
       end,
       record,
-      hint.organizationId,
+      organizationId,
       hint.idAt,
       index,
     )
