@@ -170,6 +170,20 @@ export function heldTransaction(db: SqliteDatabase, forget: () => void) {
 }
 
 /**
+ * `body` as part of the transaction open on `db`, or as a transaction of its own when none is.
+ * Never a savepoint, as better-sqlite3's nested `transaction()` would open: a savepoint copies
+ * every page it first touches to a sub-journal (`joinable`). A failure inside an open transaction
+ * is rolled back with all of it by whoever opened it.
+ */
+export function inOpenTransaction<A extends unknown[], R>(
+  db: SqliteDatabase,
+  body: (...args: A) => R,
+): (...args: A) => R {
+  const own = db.transaction(body)
+  return (...args: A): R => (db.inTransaction ? body(...args) : own(...args))
+}
+
+/**
  * How much of a file a reader maps into memory (SQLite reads the rest, and the WAL, by read()).
  * A list page read from SQLite walks some 250 pages (each provider's row overflows its leaf), and
  * a page the pager must read() costs a system call and a copy; mapped, the pager takes it from

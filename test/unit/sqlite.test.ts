@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { openForWriting, useJournal } from '../../src/sqlite.ts'
+import { inOpenTransaction, openForWriting, useJournal } from '../../src/sqlite.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'replica-sqlite-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -51,6 +51,34 @@ describe('a writer connection', () => {
       // A published generation's rollback journal is never left unsynced: a cut could tear it.
       useJournal(db, 'rollback', 'byWriter')
       expect(db.pragma('synchronous', { simple: true })).toBe(FULL)
+    } finally {
+      db.close()
+    }
+  })
+})
+
+describe('a body run in the open transaction', () => {
+  // A live batch's document refresh joins the batch's transaction: a savepoint would copy every
+  // page it first touches to a sub-journal, and the batch rolls back whole on any failure anyway.
+  it('joins the transaction open on the connection, and is a transaction of its own otherwise', () => {
+    const db = openForWriting(join(dir, 'joined.db'), 'organization')
+    const insert = db.prepare('INSERT INTO replica_meta (key, value) VALUES (?, ?)')
+    const keys = () => db.prepare('SELECT key FROM replica_meta ORDER BY key').pluck().all()
+    const failing = inOpenTransaction(db, (key: string) => {
+      insert.run(key, 'v')
+      throw new Error('fails after its write')
+    })
+    try {
+      // Alone, its write goes with its failure.
+      expect(() => failing('alone')).toThrow('fails after its write')
+      expect(db.inTransaction).toBe(false)
+      expect(keys()).not.toContain('alone')
+      // Joined, no savepoint takes its write back: the transaction's owner decides.
+      db.exec('BEGIN')
+      expect(() => failing('joined')).toThrow('fails after its write')
+      expect(db.inTransaction).toBe(true)
+      db.exec('COMMIT')
+      expect(keys()).toContain('joined')
     } finally {
       db.close()
     }
