@@ -17,7 +17,24 @@ export interface ProcessCpu {
 
 /** One process's CPU ticks so far (user and system) and its parent, from /proc/<pid>/stat. */
 export function processTicks(pid: number): { parent: number; ticks: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+  return ticksOf(`/proc/${pid}/stat`)
+}
+
+/** Each thread's CPU ticks so far (user and system) in a process, by thread id. */
+export function threadTicks(pid: number): Map<number, number> {
+  const threads = new Map<number, number>()
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      threads.set(Number(tid), ticksOf(`/proc/${pid}/task/${tid}/stat`).ticks)
+    } catch {
+      // Ended between the listing and the read.
+    }
+  }
+  return threads
+}
+
+function ticksOf(statPath: string): { parent: number; ticks: number } {
+  const stat = readFileSync(statPath, 'utf8')
   const fields = stat.slice(stat.lastIndexOf(') ') + 2).split(' ')
   // ppid, utime and stime: fields 4, 14 and 15 of proc(5); 2, 12 and 13 after the command.
   return { parent: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) }

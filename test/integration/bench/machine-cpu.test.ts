@@ -5,10 +5,12 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { availableParallelism } from 'node:os'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterEach, describe, expect, it } from 'vitest'
+import { Worker } from 'node:worker_threads'
 import {
   cpuShares,
   cpuSnapshot,
   formatShares,
+  threadTicks,
   type ProcessRole,
 } from '../../../bench/machine-cpu.ts'
 
@@ -48,5 +50,29 @@ describe.runIf(process.platform === 'linux')('bench/machine-cpu.ts', () => {
     expect(formatShares([...shares], cores)).toMatch(
       new RegExp(`spinner \\d+%.*machine \\d+% of ${cores * 100}%$`),
     )
+  })
+
+  // bench:live-apply reads a lane's CPU as the busiest thread but the main one.
+  it('counts a thread’s CPU under its own id: a spinning worker’s, not the main thread’s', async () => {
+    const worker = new Worker('const end = Date.now() + 3000; while (Date.now() < end) {}', {
+      eval: true,
+    })
+    try {
+      await sleep(200)
+      const before = threadTicks(process.pid)
+      await sleep(1_000)
+      const after = threadTicks(process.pid)
+      const spent = [...after].map(([tid, ticks]) => ({
+        tid,
+        ticks: ticks - (before.get(tid) ?? 0),
+      }))
+      const main = spent.find((t) => t.tid === process.pid)!.ticks
+      const busiest = Math.max(...spent.filter((t) => t.tid !== process.pid).map((t) => t.ticks))
+      // A second is 100 ticks; on a shared machine the worker gets part of a core.
+      expect(busiest).toBeGreaterThan(30)
+      expect(main).toBeLessThan(busiest / 2)
+    } finally {
+      await worker.terminate()
+    }
   })
 })
