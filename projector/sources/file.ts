@@ -2,7 +2,7 @@
 // embedded default for a first run without Kafka, and how dead letters are replayed. It reads the
 // file as bytes, in chunks, into batches: of records (readRecordBatches), or of lines left
 // unparsed for the lanes to read (readLineBatches).
-import { closeSync, openSync, readSync } from 'node:fs'
+import { closeSync, openSync, readSync, statSync } from 'node:fs'
 import { open } from 'node:fs/promises'
 import type { SourceRecord } from '../decode/decode.ts'
 import { LineReader, type LineBatch } from '../decode/file-line.ts'
@@ -56,8 +56,9 @@ export async function* readLineBatches(
   maxBatchBytes = 4 << 20,
 ): AsyncGenerator<LineBatch> {
   // Sized for a full batch at once: one allocation per batch, where growing from 1 MB took four
-  // and copied 7 MB (a line that crosses the bound past the slack still grows it).
-  const bufferBytes = maxBatchBytes + (64 << 10)
+  // and copied 7 MB (a line that crosses the bound past the slack still grows it). A smaller file
+  // needs no more than itself (`sizedToFile`).
+  const bufferBytes = sizedToFile(statSync(path).size, maxBatchBytes + (64 << 10))
   /** Buffers released by the consumer: two cover a batch in the lanes and the one read next. */
   const spare: Buffer[] = []
   let buf: Buffer = Buffer.allocUnsafe(bufferBytes)
@@ -108,6 +109,16 @@ export async function* readLineBatches(
   yield* readLines(path, batchSize, collector, onBytesRead)
 }
 
+/**
+ * A read buffer's size for a file of `fileBytes`: `bound`, or the file's own size (at least a
+ * byte) when it is smaller. A file source run on a small file (bench:api's live writer applies
+ * ten a second) allocated 12 MB for each, and the main thread spent 29% of its time collecting
+ * them.
+ */
+export function sizedToFile(fileBytes: number, bound: number): number {
+  return Math.max(1, Math.min(bound, fileBytes))
+}
+
 /** What becomes of each line: records, or bytes for the lanes. */
 interface LineCollector<B> {
   add(buf: Buffer, start: number, end: number, lineNumber: number): void
@@ -151,7 +162,8 @@ async function* readLines<B>(
   const file = await open(path, 'r')
   // Two buffers: the next chunk is read into one while the lines of the other are parsed. Records
   // keep nothing of them (a line that spans two chunks is copied out).
-  const buffers = [Buffer.allocUnsafe(CHUNK_BYTES), Buffer.allocUnsafe(CHUNK_BYTES)] as const
+  const chunkBytes = sizedToFile((await file.stat()).size, CHUNK_BYTES)
+  const buffers = [Buffer.allocUnsafe(chunkBytes), Buffer.allocUnsafe(chunkBytes)] as const
   let turn = 0
   let position = 0
   const read = async (buffer: Buffer, at: number) => {

@@ -5,7 +5,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
 import { parseRecordLine } from '../../../projector/decode/file-line.ts'
-import { readRecordBatches, recordsOfTopicInFile } from '../../../projector/sources/file.ts'
+import {
+  readLineBatches,
+  readRecordBatches,
+  recordsOfTopicInFile,
+} from '../../../projector/sources/file.ts'
 import { generateDataset } from '../../../scripts/dataset/generate.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'file-source-test-'))
@@ -86,5 +90,33 @@ describe('recordsOfTopicInFile', () => {
     expect(lines.slice(0, 2).join('\n').length + 1 + '{"topic":"product.pu'.length).toBe(64 * 1024)
     expect(recordsOfTopicInFile(path, 'product.public.organizations')).toBe(2)
     expect(recordsOfTopicInFile(path, 'product.public.providers')).toBe(2)
+  })
+})
+
+describe('readLineBatches', () => {
+  /** Each batch's lines as text, with their numbers. */
+  async function linesOf(text: string, batchSize = 2): Promise<Array<[number, string]>> {
+    const path = join(dir, `lines-${Math.random().toString(36).slice(2)}.ndjson`)
+    writeFileSync(path, text)
+    const out: Array<[number, string]> = []
+    for await (const batch of readLineBatches(path, batchSize)) {
+      for (let i = 0; i < batch.lines.length; i += 3) {
+        const [start, end, lineNumber] = batch.lines.slice(i, i + 3) as [number, number, number]
+        out.push([lineNumber, batch.buf.toString('utf8', start, end)])
+      }
+      batch.release()
+    }
+    return out
+  }
+
+  // Its read buffers are sized to a file smaller than them: the edges of that size.
+  it('reads a file smaller than its buffers whole, with or without a last line break', async () => {
+    expect(await linesOf('')).toEqual([])
+    expect(await linesOf('{}')).toEqual([[1, '{}']])
+    expect(await linesOf('{"a":1}\n\n{"b":2}\r\n{"c":3}')).toEqual([
+      [1, '{"a":1}'],
+      [3, '{"b":2}'],
+      [4, '{"c":3}'],
+    ])
   })
 })
