@@ -27,6 +27,7 @@ import { loadProjectorConfig } from '../src/config.ts'
 import { createLogger } from '../src/log.ts'
 import { repoRoot } from '../test/harness/paths.ts'
 import { liveOrganization } from './live-org.ts'
+import { chunksOf } from './live-writer.ts'
 import { threadTicks } from './machine-cpu.ts'
 import { projectorNodeFlags } from './projector-run.ts'
 
@@ -77,8 +78,8 @@ async function applyLive(dataDir: string, streamFile: string): Promise<void> {
   const started = performance.now()
   let events = 0
   let groups = 0
-  for (let at = 0; at < lines.length; at += groupEvents) {
-    writeFileSync(groupFile, `${lines.slice(at, at + groupEvents).join('\n')}\n`)
+  for (const group of chunksOf(lines, groupEvents)) {
+    writeFileSync(groupFile, `${group.join('\n')}\n`)
     events += (await projector.runFile(groupFile)).records
     groups++
   }

@@ -41,7 +41,7 @@ export async function* readRecordBatches(
       if (batch.length > 0) yield batch
     },
   }
-  yield* readLines(path, batchSize, collector, onBytesRead)
+  yield* readLines(path, statSync(path).size, batchSize, collector, onBytesRead)
 }
 
 /**
@@ -58,7 +58,8 @@ export async function* readLineBatches(
   // Sized for a full batch at once: one allocation per batch, where growing from 1 MB took four
   // and copied 7 MB (a line that crosses the bound past the slack still grows it). A smaller file
   // needs no more than itself (`sizedToFile`).
-  const bufferBytes = sizedToFile(statSync(path).size, maxBatchBytes + (64 << 10))
+  const fileBytes = statSync(path).size
+  const bufferBytes = sizedToFile(fileBytes, maxBatchBytes + (64 << 10))
   /** Buffers released by the consumer: two cover a batch in the lanes and the one read next. */
   const spare: Buffer[] = []
   let buf: Buffer = Buffer.allocUnsafe(bufferBytes)
@@ -106,7 +107,7 @@ export async function* readLineBatches(
       if (lines.length > 0) yield take()
     },
   }
-  yield* readLines(path, batchSize, collector, onBytesRead)
+  yield* readLines(path, fileBytes, batchSize, collector, onBytesRead)
 }
 
 /**
@@ -115,7 +116,7 @@ export async function* readLineBatches(
  * ten a second) allocated 12 MB for each, and the main thread spent 29% of its time collecting
  * them.
  */
-export function sizedToFile(fileBytes: number, bound: number): number {
+function sizedToFile(fileBytes: number, bound: number): number {
   return Math.max(1, Math.min(bound, fileBytes))
 }
 
@@ -129,6 +130,8 @@ interface LineCollector<B> {
 
 async function* readLines<B>(
   path: string,
+  /** The file's size when its reader was made: the read buffers are no larger. */
+  fileBytes: number,
   batchSize: number,
   collector: LineCollector<B>,
   onBytesRead?: (bytes: number) => void,
@@ -162,7 +165,7 @@ async function* readLines<B>(
   const file = await open(path, 'r')
   // Two buffers: the next chunk is read into one while the lines of the other are parsed. Records
   // keep nothing of them (a line that spans two chunks is copied out).
-  const chunkBytes = sizedToFile((await file.stat()).size, CHUNK_BYTES)
+  const chunkBytes = sizedToFile(fileBytes, CHUNK_BYTES)
   const buffers = [Buffer.allocUnsafe(chunkBytes), Buffer.allocUnsafe(chunkBytes)] as const
   let turn = 0
   let position = 0
