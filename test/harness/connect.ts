@@ -3,7 +3,7 @@
 // registers; the harness only points it at the test database, broker and topic prefix.
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { LOG4J_PROPERTIES, jvmFlags } from './kafka.ts'
+import { LOG4J_PROPERTIES, jvmFlags, type JvmCompilation } from './kafka.ts'
 import { classpath, requireJava, resolveBundle } from './maven.ts'
 import { connectorConfigFile } from './paths.ts'
 import type { StartedPostgres } from './postgres.ts'
@@ -24,6 +24,8 @@ export interface ConnectOptions {
   topicPrefix: string
   /** Connector settings on top of deploy/debezium/connector.json (e.g. snapshot.mode). */
   overrides?: Record<string, string>
+  /** How the worker's JVM compiles (kafka.ts `JvmCompilation`); `startup` unless given. */
+  compilation?: JvmCompilation
 }
 
 export interface StartedConnect {
@@ -130,7 +132,7 @@ export async function startConnect(options: ConnectOptions): Promise<StartedConn
     'kafka-connect',
     java,
     [
-      ...jvmFlags('768m'),
+      ...jvmFlags('768m', options.compilation),
       `-Dlog4j.configuration=file:${log4jFile}`,
       '-cp',
       classpath(runtime),

@@ -18,6 +18,7 @@ import {
   createTopics,
   kafkaClient,
   startRestartableKafka,
+  type JvmCompilation,
   type RestartableKafka,
 } from '../harness/kafka.ts'
 import { startPostgres, type StartedPostgres } from '../harness/postgres.ts'
@@ -469,6 +470,11 @@ export interface PipelineOptions {
   startProjector?: boolean
   /** More environment for the main projector (not the clean ones it is compared with). */
   projectorEnv?: Record<string, string>
+  /**
+   * How the broker's and Connect's JVMs compile (harness/kafka.ts): `startup` for tests, `steady`
+   * for a bench of the pipeline's steady state.
+   */
+  jvmCompilation?: JvmCompilation
 }
 
 /** The projector feeding the served data directory: one consumer group across restarts. */
@@ -499,6 +505,7 @@ export class Pipeline {
     readonly workDir: string,
     readonly removeWorkDir: () => void,
     readonly projectorEnv: Record<string, string>,
+    readonly jvmCompilation: JvmCompilation,
   ) {}
 
   static async start(options: PipelineOptions = {}): Promise<Pipeline> {
@@ -511,7 +518,7 @@ export class Pipeline {
     try {
       const [postgres, kafka] = await Promise.all([
         startPostgres().then((p) => (started.push(p), p)),
-        startRestartableKafka().then((k) => (started.push(k), k)),
+        startRestartableKafka(options.jvmCompilation).then((k) => (started.push(k), k)),
       ])
       await options.beforeConnector?.(postgres)
       // Connect (snapshot included) is the slow part; the api and the projector start meanwhile,
@@ -531,6 +538,7 @@ export class Pipeline {
         brokers: kafka.brokers,
         postgres,
         topicPrefix: TOPIC_PREFIX,
+        compilation: options.jvmCompilation,
       }).then(track)
       // allSettled first: a failure must not return before the others have started (and been
       // tracked for the cleanup below); then every promise is known to be fulfilled.
@@ -547,6 +555,7 @@ export class Pipeline {
         logDir,
         () => work.remove(),
         options.projectorEnv ?? {},
+        options.jvmCompilation ?? 'startup',
       )
       pipeline.projector = await projector
       return pipeline
@@ -573,6 +582,7 @@ export class Pipeline {
       postgres: this.postgres,
       topicPrefix: TOPIC_PREFIX,
       overrides,
+      compilation: this.jvmCompilation,
     })
   }
 
