@@ -2,12 +2,18 @@
 // with the shipped settings, under a write load that steps up (issue 18, docs/freshness.md).
 //
 //   npm run bench:freshness [-- --seconds 30] [--rates 50,500,2000,max] [--organizations 4]
-//     [--providers 100] [--probe-ms 250] [--identifier-mix steady|growing]
+//     [--providers 100] [--probe-ms 250] [--identifier-mix steady|growing] [--warm-up 30]
 //
 // PostgreSQL, Kafka and Kafka Connect with Debezium as the e2e harness starts them
 // (test/support/e2e.ts: deploy/debezium/connector.json as shipped; PostgreSQL commits
-// synchronously, fsync off), plus the projector and the api as users run them.
+// synchronously, fsync off; the JVMs with their default compilers, not the tests' quick-start
+// ones), plus the projector and the api as users run them.
 //
+// - The steps measure a running deployment, not one just started: the writer first drives the mix
+//   at WARM_UP_RATE for --warm-up seconds (0: none), unmeasured, so that the JVMs have compiled
+//   their hot code, and the projector's lanes and PostgreSQL their caches, as they have in a
+//   pipeline that has run for a while. Cold, the first step paid for those compiles on the same two
+//   cores (docs/freshness.md).
 // - A writer drives the product's write mix through SQL across the organizations: provider
 //   renames, several providers renamed with an identifier replaced in one transaction, identifiers
 //   added and removed (each provider holds about two: --identifier-mix steady, the default; or
@@ -60,6 +66,7 @@ function parseOptions() {
         providers: { type: 'string', default: '100' },
         'probe-ms': { type: 'string', default: '250' },
         'identifier-mix': { type: 'string', default: 'steady' },
+        'warm-up': { type: 'string', default: '30' },
       },
     }).values
   } catch (error) {
@@ -74,6 +81,13 @@ const RATES = options.rates.split(',').map((r) => (r === 'max' ? Infinity : Numb
 const ORGANIZATIONS = Number(options.organizations)
 const PROVIDERS = Number(options.providers)
 const PROBE_MS = Number(options['probe-ms'])
+const WARM_UP_SECONDS = Number(options['warm-up'])
+if (!(WARM_UP_SECONDS >= 0)) {
+  process.stderr.write('bench:freshness: --warm-up must be a number of seconds, 0 or more\n')
+  process.exit(2)
+}
+/** Transactions/s of the warm-up: between the steps' rates, so that all of them run warm code. */
+const WARM_UP_RATE = 1_000
 /**
  * `steady`: each organization's identifiers stay at about IDENTIFIERS_PER_PROVIDER a provider,
  * removed as often as added, as in a product whose providers renew their credentials. `growing`:
@@ -346,6 +360,7 @@ async function main(): Promise<void> {
     'starting PostgreSQL, Kafka, Connect with Debezium, the projector and the api...\n',
   )
   const pipeline = await Pipeline.start({
+    jvmCompilation: 'steady',
     beforeConnector: async (sql) => {
       for (let i = 0; i < ORGANIZATIONS; i++)
         orgs.push(await seed(sql, `Bench Org ${i}`, PROVIDERS))
@@ -390,6 +405,25 @@ async function main(): Promise<void> {
         if (marker !== undefined) appended.set(marker, Number(message.timestamp))
       },
     })
+
+    const drained = () =>
+      pipeline.eventually(
+        'the projector to drain',
+        async () => ((await lag()) === 0 ? true : undefined),
+        { timeoutMs: 300_000, intervalMs: 500 },
+      )
+    if (WARM_UP_SECONDS > 0) {
+      process.stderr.write(
+        `warm-up: ${WARM_UP_RATE} transactions/s for ${WARM_UP_SECONDS} s, not measured...\n`,
+      )
+      const cpuBefore = cpuSnapshot(pipelineRole)
+      const tps = await drive(pool, orgs, WARM_UP_RATE, Date.now() + WARM_UP_SECONDS * 1000)
+      const cpu = cpuShares(cpuBefore, cpuSnapshot(pipelineRole), availableParallelism())
+      process.stderr.write(
+        `  committed ${Math.round(tps)} transactions/s; CPU, share of one core: ${formatShares(cpu, availableParallelism())}\n`,
+      )
+      await drained()
+    }
 
     // A quiet organization's stated lag, all run long.
     let quietStalenessMs = 0
@@ -451,11 +485,7 @@ async function main(): Promise<void> {
       results.push({ rate, tps, samples, lags, cpu })
       report(label, results.at(-1)!)
       // Let the pipeline drain before the next step.
-      await pipeline.eventually(
-        'the projector to drain',
-        async () => ((await lag()) === 0 ? true : undefined),
-        { timeoutMs: 300_000, intervalMs: 500 },
-      )
+      await drained()
     }
     watching = false
     await watcher
