@@ -52,7 +52,7 @@ export type { PriorStamp } from './write.ts'
 export interface DocumentRefresher {
   /**
    * Rebuilds what `changes` touch. Call after the batch's mirror rows are written, inside the
-   * file's write transaction (it runs in a savepoint of it). `stamp`: the batch's visibility stamp.
+   * file's write transaction (it joins it). `stamp`: the batch's visibility stamp.
    */
   refresh(changes: readonly MirrorChange[], stamp: string): DetailedRefreshStats
   /**
