@@ -334,7 +334,10 @@ class KafkaChangeSource implements KafkaSource {
       autoCommit: false,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: 1,
-      eachBatch: (payload) => this.#exclusive(() => this.#applyBatch(payload)),
+      eachBatch: (payload) =>
+        this.#exclusive(() => this.#applyBatch(payload)).catch((error: unknown) => {
+          throw errorForKafkajs(asError(error))
+        }),
     })
     await producerConnected
   }
@@ -776,6 +779,30 @@ const HANDOVER_LOOK_MS = 100
 
 /** While only beats arrive, their offsets are committed this often (the lag metric reads them). */
 const HEARTBEAT_COMMIT_MS = 5_000
+
+/** kafkajs's protocol errors that mean this member must join its group again. */
+const MEMBERSHIP_LOST = new Set([
+  'UNKNOWN_MEMBER_ID',
+  'ILLEGAL_GENERATION',
+  'REBALANCE_IN_PROGRESS',
+  'NOT_COORDINATOR_FOR_GROUP',
+])
+
+/**
+ * The error to throw from a batch's handler so that kafkajs does what it should. When a handler
+ * throws a membership error (the member unknown once its session expired, during a broker outage
+ * say), kafkajs joins the group again and consumes on from the committed offsets. But a commit
+ * refused for that reason reaches the source wrapped by kafkajs's retrier as non-retriable, which
+ * crashed the consumer for good instead, and stopped the projector (seen in the e2e fault test
+ * "Kafka lost mid-stream"). The wrapped error is what kafkajs knows how to handle.
+ */
+export function errorForKafkajs(error: Error): Error {
+  const { cause } = error as { cause?: unknown }
+  const type = (cause as { type?: unknown } | undefined)?.type
+  return cause instanceof Error && typeof type === 'string' && MEMBERSHIP_LOST.has(type)
+    ? cause
+    : error
+}
 
 function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error))
