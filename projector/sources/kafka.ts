@@ -316,10 +316,11 @@ class KafkaChangeSource implements KafkaSource {
     const producerConnected = (this.#producerConnected = producer.connect())
     producerConnected.catch(() => undefined)
     const consumer = (this.#consumer = consumerOf(this.#kafka, options.groupId))
-    // A consumer kafkajs will not restart (a non-retriable error, such as commits refused after a
-    // batch outlasted the group's session) would leave the process up and consuming nothing, its
-    // lag growing and /readyz never ready: it stops the projector instead (exit 1), and the
-    // restart resumes from the committed offsets.
+    // A consumer kafkajs will not restart (a non-retriable error, such as the group's
+    // authorization refused) would leave the process up and consuming nothing, its lag growing
+    // and /readyz never ready: it stops the projector instead (exit 1), and the restart resumes
+    // from the committed offsets. A member dropped from its group rejoins instead
+    // (`errorForKafkajs`).
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       if (payload.restart || this.#stopping) return
       const failure = new ConsumerFailure(payload.error.message)
