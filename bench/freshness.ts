@@ -314,6 +314,18 @@ async function writeOne(pool: pg.Pool, orgs: Org[]): Promise<void> {
   }
 }
 
+/** `drive`, with each part of the pipeline's share of one core meanwhile (machine-cpu.ts). */
+async function driveMeasured(
+  pool: pg.Pool,
+  orgs: Org[],
+  rate: number,
+  until: number,
+): Promise<{ tps: number; cpu: Array<[string, number]> }> {
+  const before = cpuSnapshot(pipelineRole)
+  const tps = await drive(pool, orgs, rate, until)
+  return { tps, cpu: cpuShares(before, cpuSnapshot(pipelineRole), availableParallelism()) }
+}
+
 /** Commits the mix at `rate` transactions/s (Infinity: as fast as the pool) until `until`. */
 async function drive(pool: pg.Pool, orgs: Org[], rate: number, until: number): Promise<number> {
   let issued = 0
@@ -416,9 +428,8 @@ async function main(): Promise<void> {
       process.stderr.write(
         `warm-up: ${WARM_UP_RATE} transactions/s for ${WARM_UP_SECONDS} s, not measured...\n`,
       )
-      const cpuBefore = cpuSnapshot(pipelineRole)
-      const tps = await drive(pool, orgs, WARM_UP_RATE, Date.now() + WARM_UP_SECONDS * 1000)
-      const cpu = cpuShares(cpuBefore, cpuSnapshot(pipelineRole), availableParallelism())
+      const until = Date.now() + WARM_UP_SECONDS * 1000
+      const { tps, cpu } = await driveMeasured(pool, orgs, WARM_UP_RATE, until)
       process.stderr.write(
         `  committed ${Math.round(tps)} transactions/s; CPU, share of one core: ${formatShares(cpu, availableParallelism())}\n`,
       )
@@ -476,9 +487,7 @@ async function main(): Promise<void> {
         }
         await Promise.all(inFlight)
       })()
-      const cpuBefore = cpuSnapshot(pipelineRole)
-      const tps = await drive(pool, orgs, rate, until)
-      const cpu = cpuShares(cpuBefore, cpuSnapshot(pipelineRole), availableParallelism())
+      const { tps, cpu } = await driveMeasured(pool, orgs, rate, until)
       await Promise.all([lagSampler, prober])
       consumer.resume([{ topic: providersTopic }])
       const samples = await hops(probed, appended)
