@@ -798,6 +798,8 @@ const MEMBERSHIP_LOST = new Set([
  * "Kafka lost mid-stream"). The wrapped error is what kafkajs knows how to handle.
  */
 export function errorForKafkajs(error: Error): Error {
+  // Read by shape: kafkajs's error classes are not named exports its CommonJS module gives ESM
+  // (`import { KafkaJSProtocolError }` fails at run time, though it type-checks).
   const { cause } = error as { cause?: unknown }
   const type = (cause as { type?: unknown } | undefined)?.type
   return cause instanceof Error && typeof type === 'string' && MEMBERSHIP_LOST.has(type)
