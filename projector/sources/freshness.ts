@@ -94,21 +94,23 @@ export class FreshnessTracker {
     if (this.#delays.length > this.#skewWindow) this.#delays.shift()
     if (this.#completeThroughMs !== null && commitMs <= this.#completeThroughMs) return delay
     const last = this.#candidates.at(-1)
-    if (last !== undefined && last.ends === undefined && last.fetching !== true) {
-      // Its ends are not fetched yet: the newer beat takes its place (and its settling time).
-      last.commitMs = Math.max(last.commitMs, commitMs)
-      last.readAtMs = nowMs
-    } else if (last === undefined || commitMs > last.commitMs) {
-      // The oldest goes first: the newer ones prove more, and one proved proves all before it.
-      if (this.#candidates.length >= MAX_CANDIDATES) this.#candidates.shift()
-      this.#candidates.push({ commitMs, readAtMs: nowMs })
+    if (last !== undefined && commitMs <= last.commitMs) return delay
+    if (last?.readAtMs === nowMs && last.ends === undefined && last.fetching !== true) {
+      // Read together (one delivery): one settling, the newer beat proving more.
+      last.commitMs = commitMs
+      return delay
     }
+    // Every beat settles from its own reading. (A newer beat used to take the place of one still
+    // settling and restart the wait: with beats as frequent as the settle, few were ever fetched.)
+    if (this.#candidates.length >= MAX_CANDIDATES) this.#candidates.shift()
+    this.#candidates.push({ commitMs, readAtMs: nowMs })
     return delay
   }
 
   /**
-   * The candidate whose ends are due now (marked as being fetched), or undefined; `msUntil` is how
-   * long until the next one is, when one waits.
+   * Whether ends are due now for the oldest candidate still without them (then marked as being
+   * fetched, with every other candidate settled by now); `msUntil` is how long until one is, when
+   * one waits.
    */
   endsDue(nowMs: number): { due: boolean; msUntil: number | undefined } {
     const waiting = this.#candidates.find((c) => c.ends === undefined)
@@ -116,16 +118,26 @@ export class FreshnessTracker {
       return { due: false, msUntil: undefined }
     const msUntil = waiting.readAtMs + this.#settleMs - nowMs
     if (msUntil > 0) return { due: false, msUntil }
-    waiting.fetching = true
+    for (const c of this.#candidates) {
+      if (c.ends === undefined && c.readAtMs + this.#settleMs <= nowMs) c.fetching = true
+    }
     return { due: true, msUntil: 0 }
   }
 
-  /** The ends fetched for the candidate `endsDue` handed out (undefined: the fetch failed). */
+  /**
+   * The ends fetched for the candidates `endsDue` handed out (undefined: the fetch failed). They
+   * share one fetch, so only the newest is kept: with the same ends, the older prove less.
+   */
   setEnds(ends: Map<string, PartitionEnds> | undefined): void {
-    const fetching = this.#candidates.find((c) => c.fetching === true && c.ends === undefined)
-    if (fetching === undefined) return
-    if (ends === undefined) fetching.fetching = false
-    else fetching.ends = ends
+    const fetched = this.#candidates.filter((c) => c.fetching === true && c.ends === undefined)
+    if (fetched.length === 0) return
+    if (ends === undefined) {
+      for (const c of fetched) c.fetching = false
+      return
+    }
+    const newest = fetched.at(-1)!
+    newest.ends = ends
+    this.#candidates = this.#candidates.filter((c) => c === newest || !fetched.includes(c))
   }
 
   /**

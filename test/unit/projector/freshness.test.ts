@@ -59,14 +59,34 @@ describe('FreshnessTracker', () => {
     expect(t.completeThroughMs).toBe(1_000)
   })
 
-  it('a newer beat replaces one whose ends are not fetched yet, and restarts its settling', () => {
+  it('a beat read while an older one settles waits on its own, and does not delay the older', () => {
     const t = new FreshnessTracker({ settleMs: 100 })
     t.heartbeat(1_000, 1_000)
-    t.heartbeat(2_000, 2_000)
-    expect(t.endsDue(2_050)).toEqual({ due: false, msUntil: 50 })
-    expect(t.endsDue(2_100).due).toBe(true)
+    t.heartbeat(1_050, 1_050)
+    // The first beat's settling is not restarted by the second.
+    expect(t.endsDue(1_099)).toEqual({ due: false, msUntil: 1 })
+    expect(t.endsDue(1_100).due).toBe(true)
     t.setEnds(ends(1n, 1n))
-    t.advance(() => 1n)
+    expect(t.endsDue(1_120)).toEqual({ due: false, msUntil: 30 })
+    expect(t.advance(() => 1n)).toBe(true)
+    expect(t.completeThroughMs).toBe(1_000)
+    expect(t.endsDue(1_150).due).toBe(true)
+    t.setEnds(ends(2n, 1n))
+    expect(t.advance((k) => (k === A ? 2n : 1n))).toBe(true)
+    expect(t.completeThroughMs).toBe(1_050)
+  })
+
+  it('beats read together settle once; beats settled by a fetch share its ends, the newest kept', () => {
+    const t = new FreshnessTracker({ settleMs: 100 })
+    t.heartbeat(1_000, 1_000)
+    t.heartbeat(1_500, 1_000)
+    t.heartbeat(2_000, 1_040)
+    // The fetch is late (the timer fired after both had settled): one fetch covers both.
+    expect(t.endsDue(1_200).due).toBe(true)
+    expect(t.endsDue(1_200).due).toBe(false)
+    t.setEnds(ends(3n, 3n))
+    expect(t.endsDue(1_201)).toEqual({ due: false, msUntil: undefined })
+    expect(t.advance(() => 3n)).toBe(true)
     expect(t.completeThroughMs).toBe(2_000)
   })
 
