@@ -147,6 +147,8 @@ interface StepResult {
   tps: number
   samples: Sample[]
   lags: number[]
+  /** The quiet organization's stated lags while the step ran (ms), one every half second. */
+  quietMs: number[]
   /** Each part of the pipeline's share of one core over the step (machine-cpu.ts). */
   cpu: Array<[string, number]>
 }
@@ -439,6 +441,7 @@ async function main(): Promise<void> {
     // A quiet organization's stated lag, all run long.
     let quietStalenessMs = 0
     let quietUnknown = 0
+    let quietDuringStep: number[] = []
     let watching = true
     const watcher = (async () => {
       while (watching) {
@@ -448,7 +451,10 @@ async function main(): Promise<void> {
         const lag = r?.headers.get('replica-lag-ms')
         await r?.arrayBuffer()
         if (lag === 'unknown' || lag === undefined || lag === null) quietUnknown++
-        else quietStalenessMs = Math.max(quietStalenessMs, Number(lag))
+        else {
+          quietStalenessMs = Math.max(quietStalenessMs, Number(lag))
+          quietDuringStep.push(Number(lag))
+        }
         await sleep(500)
       }
     })()
@@ -458,6 +464,7 @@ async function main(): Promise<void> {
       const label = rate === Infinity ? 'max' : String(rate)
       process.stderr.write(`step ${label} transactions/s for ${STEP_SECONDS} s...\n`)
       const until = Date.now() + STEP_SECONDS * 1000
+      quietDuringStep = []
       const lags: number[] = []
       const lagSampler = (async () => {
         while (Date.now() < until) {
@@ -491,7 +498,7 @@ async function main(): Promise<void> {
       await Promise.all([lagSampler, prober])
       consumer.resume([{ topic: providersTopic }])
       const samples = await hops(probed, appended)
-      results.push({ rate, tps, samples, lags, cpu })
+      results.push({ rate, tps, samples, lags, quietMs: quietDuringStep, cpu })
       report(label, results.at(-1)!)
       // Let the pipeline drain before the next step.
       await drained()
@@ -641,6 +648,7 @@ function report(label: string, r: StepResult): void {
       `    hop Kafka -> projector commit     p50/p90/p99/max ms: ${stats(r.samples.map((s) => s.projectorMs))}`,
       `    hop projector commit -> served    p50/p90/p99/max ms: ${stats(r.samples.map((s) => s.servedMs))}`,
       `    consumer lag (records): max ${lags.length === 0 ? 'n/a' : Math.max(...lags)}, samples ${lags.join(' ')}`,
+      `    quiet organization's Replica-Lag-Ms   p50/p90/p99/max ms: ${stats(r.quietMs)}`,
       `    CPU, share of one core: ${formatShares(r.cpu, availableParallelism())}`,
       '',
     ].join('\n'),
