@@ -41,7 +41,7 @@ export interface FreshnessTrackerOptions {
   previous?: FreshnessRecord | undefined
 }
 
-/** Beats waiting to be proved: at 2 a second, half a minute of projector lag. */
+/** Beats waiting to be proved: at 4 a second, 16 s of projector lag (the oldest give way). */
 const MAX_CANDIDATES = 64
 
 export class FreshnessTracker {
