@@ -41,8 +41,8 @@ export interface FreshnessTrackerOptions {
   previous?: FreshnessRecord | undefined
 }
 
-/** Beats waiting to be proved: at 4 a second, 16 s of projector lag (the oldest give way). */
-const MAX_CANDIDATES = 64
+/** Beats waiting to be proved: at 4 a second, half a minute of projector lag. */
+const MAX_CANDIDATES = 128
 
 export class FreshnessTracker {
   readonly #settleMs: number
