@@ -137,7 +137,8 @@ export class FreshnessTracker {
     }
     const newest = fetched.at(-1)!
     newest.ends = ends
-    this.#candidates = this.#candidates.filter((c) => c === newest || !fetched.includes(c))
+    // The others of that fetch are those still without ends.
+    this.#candidates = this.#candidates.filter((c) => c.ends !== undefined || c.fetching !== true)
   }
 
   /**
