@@ -498,7 +498,7 @@ async function main(): Promise<void> {
       await Promise.all([lagSampler, prober])
       consumer.resume([{ topic: providersTopic }])
       const samples = await hops(probed, appended)
-      results.push({ rate, tps, samples, lags, quietMs: quietDuringStep, cpu })
+      results.push({ rate, tps, samples, lags, quietMs: [...quietDuringStep], cpu })
       report(label, results.at(-1)!)
       // Let the pipeline drain before the next step.
       await drained()
