@@ -9,13 +9,16 @@
 //    written twice from the same model: with schemas (`schemas.enable=true`, Debezium's default,
 //    ~5 KB an event) and without (`schemas.enable=false`, ~1 KB).
 // 2. File source, each encoding: the real projector command (`projector --from-file`) in a child
-//    process, timed; its peak RSS is read from the child's own resource usage.
+//    process, timed by its own summary from the start of the load, before it counts the
+//    organizations (a scan of the file) and starts its lanes, to its documents built; its peak
+//    RSS is read from the child's own resource usage.
 // 3. Kafka (a real broker from the test harness): the first --kafka-events records (by default
 //    all of them: the file runs' records) are produced to their topics, then consumed by a bare
 //    kafkajs consumer group (no work per message) and by the projector: kafkajs alone from before
 //    it connects to its last record, the projector (the real command in a child process, as for
-//    the file) from its first answer, before it joins the group, to its offsets committed and
-//    /readyz (documents built). By default on both encodings (each under its own topic prefix);
+//    the file) from its first answer, before it counts the organizations (from their topic),
+//    starts its lanes and joins the group, to its offsets committed and /readyz (documents built):
+//    the file run's clock, within the moment it takes to answer. By default on both encodings (each under its own topic prefix);
 //    the JSON line carries the schemaless run, the stricter ratio (kafkajs alone reads a quarter
 //    of the bytes) and the recommended setting.
 // Ends with one line of JSON: {"events", "eventsPerSecond" (with schemas),
