@@ -402,6 +402,7 @@ class ProjectorProcess implements Projector {
       onCommitted: (events) => this.metrics.recordEvents(events),
       onLag: (topic, partition, lag) => this.metrics.setLag(topic, partition, lag),
       onCaughtUp,
+      liveApplyIntervalMs: config.liveApplyIntervalMs,
       handovers: {
         pending: () => {
           // control.db's repair (verify --repair) is applied here, between two batches, by

@@ -119,6 +119,12 @@ const projectorEnv = z.object({
   FRESHNESS_SETTLE_MS: z.coerce.number().int().min(0).max(60_000).default(250),
   /** Caught up and no heartbeat read for this long: one warning (table missing, not published). */
   HEARTBEAT_MISSING_WARN_MS: positiveInt.default(30_000),
+  /**
+   * Live, the least time between the starts of two applied batches: what arrives meanwhile waits
+   * and is applied with the next (projector/sources/kafka.ts `#paced`). 0, the default: each batch
+   * as soon as the one before is applied (docs/freshness.md has what pacing saves and costs).
+   */
+  LIVE_APPLY_INTERVAL_MS: z.coerce.number().int().min(0).max(1_000).default(0),
 })
 
 export type ProjectorConfig = {
@@ -137,6 +143,7 @@ export type ProjectorConfig = {
   lanes: number
   progressIntervalMs: number
   handoverTimeoutMs: number
+  liveApplyIntervalMs: number
   freshness: { heartbeatTopic: string; settleMs: number; missingWarnMs: number }
 }
 
@@ -328,6 +335,7 @@ export function loadProjectorConfig(env: Env): ProjectorConfig {
     lanes: e.LANES,
     progressIntervalMs: e.PROGRESS_INTERVAL_MS,
     handoverTimeoutMs: e.HANDOVER_TIMEOUT_MS,
+    liveApplyIntervalMs: e.LIVE_APPLY_INTERVAL_MS,
     freshness: {
       heartbeatTopic: e.HEARTBEAT_TOPIC ?? `${e.TOPIC_PREFIX}.public.replica_heartbeat`,
       settleMs: e.FRESHNESS_SETTLE_MS,

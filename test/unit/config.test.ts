@@ -249,6 +249,16 @@ describe('loadProjectorConfig', () => {
     )
   })
 
+  it('applies live batches unpaced by default, paced if set; refuses a fraction or past 1 s', () => {
+    expect(loadProjectorConfig({}).liveApplyIntervalMs).toBe(0)
+    expect(loadProjectorConfig({ LIVE_APPLY_INTERVAL_MS: '25' }).liveApplyIntervalMs).toBe(25)
+    for (const bad of ['-1', '2.5', '1001', 'fast']) {
+      expect(() => loadProjectorConfig({ LIVE_APPLY_INTERVAL_MS: bad })).toThrow(
+        /LIVE_APPLY_INTERVAL_MS: /,
+      )
+    }
+  })
+
   it('waits 5 minutes for a hand-over by default, configurable, and refuses 0 and a fraction', () => {
     expect(loadProjectorConfig({}).handoverTimeoutMs).toBe(300_000)
     expect(loadProjectorConfig({ HANDOVER_TIMEOUT_MS: '2000' }).handoverTimeoutMs).toBe(2_000)

@@ -107,10 +107,16 @@ function providerDoc(dataDir: string, id: string): { body: string; updatedAt: st
 
 /**
  * A Kafka source on `topics` under `prefix`, started, whose applier holds its first batch until
- * `release()`: what arrives meanwhile is delivered and waits. `calls`: each batch applied.
+ * `release()` (unless `hold` is false): what arrives meanwhile is delivered and waits. `calls`:
+ * each batch applied, and `calledAt` when (performance.now()).
  */
-async function heldSource(prefix: string, topics: string[]) {
+async function heldSource(
+  prefix: string,
+  topics: string[],
+  { hold = true, liveApplyIntervalMs = 0 } = {},
+) {
   const calls: Array<readonly SourceRecord[]> = []
+  const calledAt: number[] = []
   let release!: () => void
   const gate = new Promise<void>((resolve) => (release = resolve))
   let caughtUp!: () => void
@@ -125,7 +131,8 @@ async function heldSource(prefix: string, topics: string[]) {
     applier: {
       applyBatch: async (records) => {
         calls.push(records)
-        if (calls.length === 1) await gate
+        calledAt.push(performance.now())
+        if (hold && calls.length === 1) await gate
         return emptyOutcome()
       },
       commit: () => ({}),
@@ -135,9 +142,10 @@ async function heldSource(prefix: string, topics: string[]) {
     onLag: () => undefined,
     onCaughtUp: () => Promise.resolve(caughtUp()),
     lagIntervalMs: 200,
+    liveApplyIntervalMs,
   })
   await source.start()
-  return { source, calls, release, ready }
+  return { source, calls, calledAt, release, ready }
 }
 
 describe('projector on Kafka', () => {
@@ -432,6 +440,43 @@ describe('projector on Kafka', () => {
     } finally {
       release()
       await admin.disconnect()
+      await source.stop()
+    }
+  })
+
+  it('live, applies what arrives within LIVE_APPLY_INTERVAL_MS of the last batch with the next', async () => {
+    // A batch costs the projector milliseconds however small: live, the next batch is taken no
+    // sooner than the interval after the last, and whatever arrived meanwhile is applied with it.
+    const topics = ['paced.public.a', 'paced.public.b', 'paced.public.c']
+    const intervalMs = 1_500
+    const { source, calls, calledAt, ready } = await heldSource('paced', topics, {
+      hold: false,
+      liveApplyIntervalMs: intervalMs,
+    })
+    try {
+      await ready
+      const send = (topic: string, n: number) =>
+        producer.send({
+          topic,
+          messages: Array.from({ length: n }, (_, i) => ({ key: `k${i}`, value: `{"n":${i}}` })),
+        })
+      await send(topics[0]!, 1)
+      await eventually(() => (calls.length === 1 ? true : undefined))
+      // Applied at once, the first: nothing was applied for longer than the interval.
+      await send(topics[1]!, 2)
+      await send(topics[2]!, 3)
+      await eventually(() => (calls.length === 2 ? true : undefined))
+      expect(calls[1]!.map((r) => r.topic)).toEqual([
+        topics[1],
+        topics[1],
+        topics[2],
+        topics[2],
+        topics[2],
+      ])
+      expect(calledAt[1]! - calledAt[0]!).toBeGreaterThanOrEqual(intervalMs - 50)
+      await new Promise((r) => setTimeout(r, 500))
+      expect(calls).toHaveLength(2)
+    } finally {
       await source.stop()
     }
   })
