@@ -105,6 +105,22 @@ function providerDoc(dataDir: string, id: string): { body: string; updatedAt: st
   }
 }
 
+/** Sends `n` small records to `topic`, keyed k0, k1... */
+function sendNumbered(topic: string, n: number) {
+  return producer.send({
+    topic,
+    messages: Array.from({ length: n }, (_, i) => ({ key: `k${i}`, value: `{"n":${i}}` })),
+  })
+}
+
+/** One record to the first topic; once it is applied, two to the second and three to the third. */
+async function sendAfterFirstBatch(topics: string[], calls: ReadonlyArray<unknown>) {
+  await sendNumbered(topics[0]!, 1)
+  await eventually(() => (calls.length === 1 ? true : undefined))
+  await sendNumbered(topics[1]!, 2)
+  await sendNumbered(topics[2]!, 3)
+}
+
 /**
  * A Kafka source on `topics` under `prefix`, started, whose applier holds its first batch until
  * `release()` (unless `hold` is false): what arrives meanwhile is delivered and waits. `calls`:
@@ -407,15 +423,7 @@ describe('projector on Kafka', () => {
     await admin.connect()
     try {
       await ready
-      const send = (topic: string, n: number) =>
-        producer.send({
-          topic,
-          messages: Array.from({ length: n }, (_, i) => ({ key: `k${i}`, value: `{"n":${i}}` })),
-        })
-      await send(topics[0]!, 1)
-      await eventually(() => (calls.length === 1 ? true : undefined))
-      await send(topics[1]!, 2)
-      await send(topics[2]!, 3)
+      await sendAfterFirstBatch(topics, calls)
       // Both delivered while the first batch applies: kafkajs fetched on meanwhile.
       await new Promise((r) => setTimeout(r, 1_500))
       expect(calls).toHaveLength(1)
@@ -455,24 +463,11 @@ describe('projector on Kafka', () => {
     })
     try {
       await ready
-      const send = (topic: string, n: number) =>
-        producer.send({
-          topic,
-          messages: Array.from({ length: n }, (_, i) => ({ key: `k${i}`, value: `{"n":${i}}` })),
-        })
-      await send(topics[0]!, 1)
-      await eventually(() => (calls.length === 1 ? true : undefined))
-      // Applied at once, the first: nothing was applied for longer than the interval.
-      await send(topics[1]!, 2)
-      await send(topics[2]!, 3)
+      // The first batch is applied at once: nothing was applied for longer than the interval.
+      await sendAfterFirstBatch(topics, calls)
       await eventually(() => (calls.length === 2 ? true : undefined))
-      expect(calls[1]!.map((r) => r.topic)).toEqual([
-        topics[1],
-        topics[1],
-        topics[2],
-        topics[2],
-        topics[2],
-      ])
+      const [, b, c] = topics
+      expect(calls[1]!.map((r) => r.topic)).toEqual([b, b, c, c, c])
       expect(calledAt[1]! - calledAt[0]!).toBeGreaterThanOrEqual(intervalMs - 50)
       await new Promise((r) => setTimeout(r, 500))
       expect(calls).toHaveLength(2)
