@@ -18,9 +18,9 @@
 //    it connects to its last record, the projector (the real command in a child process, as for
 //    the file) from its first answer, before it counts the organizations (from their topic),
 //    starts its lanes and joins the group, to its offsets committed and /readyz (documents built):
-//    the file run's clock, within the moment it takes to answer. By default on both encodings (each under its own topic prefix);
-//    the JSON line carries the schemaless run, the stricter ratio (kafkajs alone reads a quarter
-//    of the bytes) and the recommended setting.
+//    the file run's clock, within the moment it takes to answer. By default on both encodings
+//    (each under its own topic prefix); the JSON line carries the schemaless run, the stricter
+//    ratio (kafkajs alone reads a quarter of the bytes) and the recommended setting.
 // Ends with one line of JSON: {"events", "eventsPerSecond" (with schemas),
 // "eventsPerSecondSchemaless", "kafkaOnlyEventsPerSecond", "projectorKafkaEventsPerSecond",
 // "peakRssMb" (the larger of the two file runs), "lanes", "kafkaToFileRatio" (the projector over
