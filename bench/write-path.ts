@@ -1,6 +1,6 @@
 // Every stage of the projector's write path on one thread, timed: what `npm run
 // bench:projector:stages` measures. Reading and parsing the file (sources/, decode/), decoding and
-// validating (classify.ts), routing each row in control.db (control-file.ts), writing the mirror
+// validating (classify.ts), routing each row in the routing index (route-file.ts), writing the mirror
 // rows into the organization files (organization-file.ts) and building their documents once at
 // the end, with transactions held as in an initial load. No lanes and no coordination: the sum
 // is the time one event takes one thread, and the process's CPU over the run adds what V8's
@@ -8,7 +8,12 @@
 import { join } from 'node:path'
 import { cacheShares } from '../projector/storage/cache-budget.ts'
 import { classifyRecord } from '../projector/routing/classify.ts'
-import { openControlFile } from '../projector/storage/control-file.ts'
+import {
+  OrganizationCodes,
+  openRouteFile,
+  RouteBatchBuilder,
+  RouteKind,
+} from '../projector/storage/route-file.ts'
 import {
   openOrganizationFile,
   type OrganizationEvent,
@@ -36,7 +41,7 @@ export interface StageNanos {
 /**
  * Runs every stage of the write path over the first `targetEvents` lines of the file at `path`,
  * on this thread, as the projector runs them in an initial load, and times each. Leaves
- * `control.db` and one `<organization id>.db` per organization, closed, in `dir`.
+ * `routes.db` and one `<organization id>.db` per organization, closed, in `dir`.
  */
 export async function runWritePath(
   path: string,
@@ -44,7 +49,8 @@ export async function runWritePath(
   targetEvents: number,
   topicPrefix: string,
 ): Promise<{ events: number; nanos: StageNanos; cpuMicros: number }> {
-  const control = openControlFile(join(dir, 'control.db'))
+  const routeFile = openRouteFile(join(dir, 'routes.db'))
+  const codes = new OrganizationCodes([])
   // The projector's default cache budget, shared as the projector shares it (cache-budget.ts).
   const { sqliteCacheBytes } = loadProjectorConfig({ DATA_DIR: dir })
   const files = new Map<string, OrganizationFile>()
@@ -62,7 +68,7 @@ export async function runWritePath(
     }
     return file
   }
-  control.setCacheKiB(cacheShares(sqliteCacheBytes, 1).controlKiB)
+  routeFile.setCacheKiB(cacheShares(sqliteCacheBytes, 1).routesKiB)
   const nanos: StageNanos = { readAndParse: 0n, decode: 0n, route: 0n, write: 0n, build: 0n }
   // The process's CPU, every thread's: V8's collector runs partly on threads of its own, beside
   // the stages' wall time.
@@ -76,7 +82,7 @@ export async function runWritePath(
       file.commit()
       file.begin()
     }
-    control.commit()
+    routeFile.commit()
   }
   try {
     const batches = readRecordBatches(path, FILE_BATCH_RECORDS)
@@ -99,19 +105,30 @@ export async function runWritePath(
 
       started = clock
       const routed: Array<[string, OrganizationEvent]> = []
-      control.begin()
-      control.transaction(() => {
-        for (const event of decoded) {
-          const { change } = event
-          let organizationId: string | undefined
-          if (change.kind === 'upsert') {
-            organizationId = (change.row as { organization_id: string }).organization_id
-            control.route(change.table, change.id, organizationId)
-          } else if (change.kind === 'delete')
-            organizationId = control.routeOf(change.table, change.id)
-          if (organizationId !== undefined) routed.push([organizationId, event])
+      routeFile.begin()
+      const batch = new RouteBatchBuilder(codes)
+      const asked: Array<[number, OrganizationEvent, string | undefined]> = []
+      for (const event of decoded) {
+        const { change } = event
+        if (change.kind === 'upsert') {
+          const organizationId = (change.row as { organization_id: string }).organization_id
+          asked.push([
+            batch.add(change.table, change.id, RouteKind.Route, organizationId),
+            event,
+            organizationId,
+          ])
+        } else if (change.kind === 'delete') {
+          asked.push([batch.add(change.table, change.id, RouteKind.Lookup), event, undefined])
         }
-      })
+      }
+      const routes = batch.build()
+      const found = routeFile.resolve(routes)
+      codes.recorded(routes)
+      for (const [route, event, organizationId] of asked) {
+        const code = found[route]!
+        const to = organizationId ?? (code > 0 ? codes.idOf(code) : undefined)
+        if (to !== undefined) routed.push([to, event])
+      }
       clock = process.hrtime.bigint()
       nanos.route += clock - started
 
@@ -140,7 +157,7 @@ export async function runWritePath(
     }
     let started = process.hrtime.bigint()
     for (const file of files.values()) file.commit()
-    control.commit()
+    routeFile.commit()
     nanos.write += process.hrtime.bigint() - started
 
     started = process.hrtime.bigint()
@@ -148,7 +165,7 @@ export async function runWritePath(
     nanos.build += process.hrtime.bigint() - started
   } finally {
     for (const file of files.values()) file.close()
-    control.close()
+    routeFile.close()
   }
   const { user, system } = process.cpuUsage(cpu)
   return { events, nanos, cpuMicros: user + system }

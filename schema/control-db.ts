@@ -38,7 +38,9 @@ export const apiKeys = sqliteTable(
 )
 
 /**
- * Which organization a source row belongs to: deletes carry only the primary key. One row per
+ * Which organization a source row belongs to: deletes carry only the primary key. Kept in the
+ * routing index's own file (`routes.db`, schema/routes-db.ts) since 2026-11-30; control.db keeps
+ * the table, empty once the projector has carried its rows over (projector/storage/route-file.ts). One row per
  * source row of every organization table, written for each as it arrives, so it is kept small
  * (WITHOUT ROWID, added by hand in migration 0001: drizzle does not model it): the uuid as its 16
  * bytes, the table and the organization as small integers. At 1M rows it is 27 MB, where text

@@ -43,6 +43,8 @@ export interface Generation {
   readonly name: string
   readonly dir: string
   readonly controlPath: string
+  /** The routing index (projector/storage/route-file.ts), beside control.db. */
+  readonly routesPath: string
   readonly organizationsDir: string
   /** Where rebuilt files wait for the live projector (projector/storage/handover.ts). */
   readonly handoversDir: string
@@ -91,6 +93,7 @@ export function generation(dataDir: string, name: string): Generation {
     name,
     dir,
     controlPath: join(dir, 'control.db'),
+    routesPath: join(dir, 'routes.db'),
     organizationsDir,
     handoversDir: join(dir, 'handovers'),
     organizationPath(organizationId, file) {

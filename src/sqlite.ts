@@ -14,6 +14,7 @@ export type ControlDb = BetterSQLite3Database<typeof controlSchema>
 const migrations = {
   organization: fileURLToPath(new URL('../schema/migrations/organization', import.meta.url)),
   control: fileURLToPath(new URL('../schema/migrations/control', import.meta.url)),
+  routes: fileURLToPath(new URL('../schema/migrations/routes', import.meta.url)),
 }
 
 /**

@@ -14,6 +14,7 @@ import { openForWriting } from '../../src/sqlite.ts'
 import { cacheShares, MIN_CACHE_KIB } from '../storage/cache-budget.ts'
 import { collectGarbage } from './collect-garbage.ts'
 import { openControlFile, type ControlFile } from '../storage/control-file.ts'
+import { OrganizationCodes, openRouteFile, type RouteFile } from '../storage/route-file.ts'
 import { syncWal } from '../storage/wal.ts'
 import type { SourceRecord } from '../decode/decode.ts'
 import type { RefreshStats } from '../documents/index.ts'
@@ -151,6 +152,13 @@ export interface Applier {
   /** Whether the replica has caught up with its source (recorded by `markCaughtUp`). */
   readonly caughtUp: boolean
   readonly control: ControlFile
+  /** The routing index's organization codes, for whoever packs batches (pack.ts). */
+  readonly codes: OrganizationCodes
+  /**
+   * Closes this thread's connection to the routing index: the lanes' coordinator keeps it on a
+   * thread of its own (route-thread.ts), and this applier applies no batch after.
+   */
+  handRoutesOver(): void
   close(): void
 }
 
@@ -195,9 +203,12 @@ export function organizationsIn(generation: Generation): string[] {
   return [...organizations]
 }
 
-/** The single-threaded applier: control.db, and one lane run inline. */
+/** The single-threaded applier: control.db, the routing index, and one lane run inline. */
 class InlineApplier implements Applier {
   readonly control: ControlFile
+  readonly codes: OrganizationCodes
+  /** Undefined once handed over (`handRoutesOver`). */
+  #routes: RouteFile | undefined
   readonly sharedFiles: number
   readonly #options: ApplierOptions
   readonly #clock: () => Date
@@ -217,6 +228,9 @@ class InlineApplier implements Applier {
   constructor(options: ApplierOptions) {
     this.#options = options
     this.#clock = options.clock ?? (() => new Date())
+    // The routing index first: it carries over what an older control.db holds.
+    this.#routes = openRouteFile(options.generation.routesPath, options.generation.controlPath)
+    this.codes = new OrganizationCodes(this.#routes.organizations())
     const control = openControlFile(options.generation.controlPath)
     this.control = control
     this.sharedFiles = sharedFilesOf(control, options)
@@ -238,6 +252,7 @@ class InlineApplier implements Applier {
     })
     this.#pack = {
       control,
+      codes: this.codes,
       topicPrefix: options.topicPrefix,
       offsetGuard: options.offsetGuard,
       lanes: 1,
@@ -265,15 +280,28 @@ class InlineApplier implements Applier {
     )
   }
 
-  /** control.db's part of the cache budget (cache-budget.ts). */
+  /**
+   * The routing index's part of the cache budget (cache-budget.ts): the pages every event touches.
+   * control.db, whose other tables are small, keeps SQLite's default.
+   */
   #giveControlItsShare(): void {
     if (this.#options.cacheBudgetBytes === undefined) return
-    this.control.setCacheKiB(cacheShares(this.#options.cacheBudgetBytes, 1).controlKiB)
+    this.#routes?.setCacheKiB(cacheShares(this.#options.cacheBudgetBytes, 1).routesKiB)
+  }
+
+  #routeFile(): RouteFile {
+    if (this.#routes === undefined) throw new Error('the routing index was handed over')
+    return this.#routes
+  }
+
+  handRoutesOver(): void {
+    this.#routes?.close()
+    this.#routes = undefined
   }
 
   knownOrganizations(): string[] {
     // A shared file's organizations are in it, not in its name: every routed one has rows there.
-    if (this.sharedFiles > 0) return this.control.routedOrganizations()
+    if (this.sharedFiles > 0) return this.codes.organizations()
     return organizationsIn(this.#options.generation)
   }
 
@@ -293,22 +321,30 @@ class InlineApplier implements Applier {
     }
     const batch = new PackedBatch(this.#pack, recordBytes(records))
     const hold = this.#holdsTransactions()
+    const routeFile = this.#routeFile()
     let answer: LaneOutcome | undefined
     try {
-      if (hold) this.control.begin()
-      batch.route(packRecords(records))
+      if (hold) {
+        this.control.begin()
+        routeFile.begin()
+      }
+      const routes = batch.collect(packRecords(records))
+      batch.settle(routes, routeFile.resolve(routes))
       const [share] = batch.shares(this.#clock().getTime(), hold)
       answer = share === undefined ? undefined : this.#applyInline(share)
     } catch (error) {
       if (hold) this.#rollbackAll()
       throw error
     }
-    // Its files' logs, and control.db's (its routes committed unsynced: PackedBatch.route).
+    // Its files' logs, the routing index's and control.db's (committed unsynced: pack.ts).
     for (const wal of answer?.unsyncedWals ?? []) syncWal(wal)
+    routeFile.syncWal()
     this.control.syncWal()
     const heldFiles = batch.merge([answer], (index) => records[index])
-    if (!hold) this.control.boundWal(this.#options.walCheckpointBytes)
-    else {
+    if (!hold) {
+      routeFile.boundWal(this.#options.walCheckpointBytes)
+      this.control.boundWal(this.#options.walCheckpointBytes)
+    } else {
       this.#uncommittedEvents += records.length
       if (loadRoundOver(this.#uncommittedEvents, heldFiles, this.#options)) this.#commitHeld()
       else batch.outcome.committed = false
@@ -338,11 +374,13 @@ class InlineApplier implements Applier {
    */
   #commitHeld(buildAt?: Date): BuiltAtCommit | undefined {
     // Nothing held (control.db's transaction opens first whenever one is): each batch committed
-    // and bounded its own WALs.
+    // and bounded its own WALs. The routes commit before the files they route to.
     if (!this.control.db.inTransaction) return undefined
+    this.#routes?.commit()
     const committed = this.#lane.commit(buildAt)
     addTally(this.#drained, committed.events)
     this.control.commit()
+    this.#routes?.boundWal(this.#options.walCheckpointBytes)
     this.control.boundWal(this.#options.walCheckpointBytes)
     this.#uncommittedEvents = 0
     return committed
@@ -352,6 +390,10 @@ class InlineApplier implements Applier {
   #rollbackAll(): void {
     this.#lane.rollback()
     this.control.rollback()
+    if (this.#routes !== undefined) {
+      this.#routes.rollback()
+      this.codes.reload(this.#routes.organizations())
+    }
     this.#uncommittedEvents = 0
   }
 
@@ -380,11 +422,11 @@ class InlineApplier implements Applier {
     // each file built as its round commits it (its spool's files are opened once, not twice).
     const committed = this.#commitHeld(this.#clock())
     const built = new Set([...(builtAtCommit?.built ?? []), ...(committed?.built ?? [])])
-    // The build is where the load's memory peaks: it never reads control.db, so those pages (the
-    // routes the load wrote) make room for the build's, and so does the load's garbage, which
-    // V8 would otherwise keep alongside the build's. control.db's share comes back once built.
-    this.control.setCacheKiB(MIN_CACHE_KIB)
-    this.control.db.pragma('shrink_memory')
+    // The build is where the load's memory peaks: it never reads the routing index, so its pages
+    // (the routes the load wrote) make room for the build's, and so does the load's garbage, which
+    // V8 would otherwise keep alongside the build's. The index's share comes back once built.
+    this.#routes?.setCacheKiB(MIN_CACHE_KIB)
+    this.#routes?.db.pragma('shrink_memory')
     collectGarbage()
     const build = this.#documentBuild(built)
     for (const stats of [builtAtCommit?.documents, committed?.documents]) {
@@ -448,6 +490,7 @@ class InlineApplier implements Applier {
     this.#closed = true
     this.#stopBuilds.abort()
     this.#lane.closeFiles()
+    this.#routes?.close()
     this.control.close()
   }
 }

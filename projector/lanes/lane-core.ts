@@ -338,7 +338,8 @@ function committedOutcome({ events, documents, built }: LaneCommit): LaneOutcome
   }
 }
 
-function errorCode(error: unknown): string | undefined {
+/** SQLite's or Node's code of an error (a full disk: SQLITE_FULL, ENOSPC), to send across threads. */
+export function errorCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code
   return typeof code === 'string' ? code : undefined
 }

@@ -2,8 +2,9 @@
 //
 // LANES worker threads (lane.ts) each own the organizations assigned to them, in turn as each is
 // first seen (lane-hint.ts `LaneAssignment`), and are the only writers of those files. The main
-// thread routes and packs each batch (pack.ts, the same code the single-threaded applier runs)
-// and hands each lane its share; a lane applies it with lane-core.ts, the same code the
+// thread collects each batch (pack.ts, the same code the single-threaded applier runs), has the
+// routing thread (route-thread.ts) resolve its routes while it collects the next, packs it and
+// hands each lane its share; a lane applies it with lane-core.ts, the same code the
 // single-threaded applier runs inline. A batch is done when every lane has applied its share: only
 // then does its outcome resolve, so a source commits its offsets only past what every lane
 // applied (`CommitBarrier`, for an initial load's held transactions).
@@ -42,21 +43,15 @@ import {
   type PackItems,
 } from './pack.ts'
 import { FileSourceError, LineReader, type LineBatch } from '../decode/file-line.ts'
+import { RouteThread } from './route-thread.ts'
+import type { RouteBatch } from '../storage/route-file.ts'
+import { cacheShares } from '../storage/cache-budget.ts'
 
 const laneSource = typescriptWorkerSource(new URL('./lane.ts', import.meta.url))
 
-/** A lane stopped applying: the projector must stop, committing nothing past what all applied. */
-export class LaneFailure extends Error {
-  override name = 'LaneFailure'
-  constructor(
-    readonly lane: number,
-    message: string,
-    /** The error's code in the lane (SQLITE_FULL, ENOSPC...), when it had one. */
-    readonly code?: string,
-  ) {
-    super(`lane ${lane}: ${message}`)
-  }
-}
+import { LaneFailure } from './lane-failure.ts'
+
+export { LaneFailure }
 
 export interface LaneApplierOptions extends ApplierOptions {
   lanes: number
@@ -197,7 +192,9 @@ class LaneCoordinator implements LaneApplier {
   readonly #assignment: LaneAssignment
   readonly #pack: PackContext
   #threads: LaneThread[]
-  /** Batches handed to the lanes and not answered by all of them yet. */
+  /** The routing index's thread; stopped, as the lanes, while documents are built at catch-up. */
+  #routes: RouteThread
+  /** Batches handed to the routing thread or the lanes and not answered yet. */
   readonly #inFlight = new Set<Promise<unknown>>()
   #building: Promise<void> | undefined
   readonly #barrier: CommitBarrier
@@ -210,10 +207,12 @@ class LaneCoordinator implements LaneApplier {
     this.#options = options
     this.#clock = options.clock ?? (() => new Date())
     this.#inner = createApplier(options)
+    this.#inner.handRoutesOver()
     this.control = this.#inner.control
     this.#assignment = new LaneAssignment(lanes)
     this.#pack = {
       control: this.control,
+      codes: this.#inner.codes,
       topicPrefix: options.topicPrefix,
       offsetGuard: options.offsetGuard,
       lanes,
@@ -225,10 +224,19 @@ class LaneCoordinator implements LaneApplier {
       only: undefined,
     }
     this.#threads = this.#startLanes()
+    this.#routes = this.#startRoutes()
     this.#barrier = new CommitBarrier(options, {
       failure: () => this.#failure(),
-      commitControl: () => void addTally(this.#barrier.drained, this.#inner.commit()),
-      rollbackControl: () => this.control.rollback(),
+      commitControl: async () => {
+        // The routes before the files they lead to, as control.db's.
+        await this.#routes.commit()
+        addTally(this.#barrier.drained, this.#inner.commit())
+      },
+      rollbackControl: async () => {
+        this.control.rollback()
+        if (this.#routes.failure !== undefined) return
+        this.#inner.codes.reload(await this.#routes.rollback())
+      },
       everyLane: (request) => this.#threads.map((t) => t.request(request)),
     })
   }
@@ -261,8 +269,19 @@ class LaneCoordinator implements LaneApplier {
     )
   }
 
+  #startRoutes(): RouteThread {
+    const o = this.#options
+    return new RouteThread({
+      dataDir: dirname(dirname(o.generation.dir)),
+      generationName: o.generation.name,
+      walCheckpointBytes: o.walCheckpointBytes,
+      cacheKiB:
+        o.cacheBudgetBytes === undefined ? undefined : cacheShares(o.cacheBudgetBytes, 1).routesKiB,
+    })
+  }
+
   #failure(): LaneFailure | undefined {
-    return this.#threads.find((t) => t.failure !== undefined)?.failure
+    return this.#threads.find((t) => t.failure !== undefined)?.failure ?? this.#routes.failure
   }
 
   async #idle(): Promise<void> {
@@ -274,8 +293,10 @@ class LaneCoordinator implements LaneApplier {
   }
 
   /**
-   * Routes and packs a batch, hands it to the lanes and merges their outcomes; resolves once
-   * every lane applied its share, and past the commit barrier.
+   * Collects a batch, has its routes resolved, packs it, hands it to the lanes and merges their
+   * outcomes; resolves once every lane applied its share, and past the commit barrier. Batches
+   * reach the routing thread, and then the lanes, in the order of their calls: the routing
+   * thread answers in order, and nothing else is awaited between its answer and the hand-off.
    */
   async #apply(
     count: number,
@@ -291,9 +312,13 @@ class LaneCoordinator implements LaneApplier {
     const batch = new PackedBatch(this.#pack, bytes)
     const hold = this.#barrier.holds(this.#inner.caughtUp)
     let answers: Array<LaneOutcome | undefined>
+    let routesWal: string | undefined
     try {
       if (hold) this.control.begin()
-      batch.route(pack, packed)
+      const routes = batch.collect(pack)
+      const resolved = await this.#resolve(routes, hold)
+      routesWal = resolved.unsyncedWal
+      batch.settle(routes, resolved.found, packed)
       answers = await this.#handOff(batch.shares(this.#clock().getTime(), hold))
     } catch (error) {
       // A line that is not a record ends a file run as before lanes: what came before it stays.
@@ -307,17 +332,28 @@ class LaneCoordinator implements LaneApplier {
       throw error
     }
     // Every lane applied its share and committed its files; durable once their logs are synced,
-    // and control.db's with them (its routes committed unsynced: PackedBatch.route).
+    // and the routing index's and control.db's with them (committed unsynced: pack.ts).
     const controlWal = this.control.takeUnsyncedWal()
     await syncWals([
       ...answers.flatMap((answer) => answer?.unsyncedWals ?? []),
-      ...(controlWal === undefined ? [] : [controlWal]),
+      ...[controlWal, routesWal].filter((wal) => wal !== undefined),
     ])
     const heldFiles = batch.merge(answers, recordAt)
     if (!hold) this.control.boundWal(this.#options.walCheckpointBytes)
     else if (!(await this.#barrier.applied(count, heldFiles))) batch.outcome.committed = false
     batch.addEvents(takeTally(this.#barrier.drained))
     return batch.outcome
+  }
+
+  /** The routing thread's answer for a batch, awaited as a batch in flight (`#idle`). */
+  async #resolve(routes: RouteBatch, hold: boolean): ReturnType<RouteThread['resolve']> {
+    const resolving = this.#routes.resolve(routes, hold)
+    this.#inFlight.add(resolving)
+    try {
+      return await resolving
+    } finally {
+      this.#inFlight.delete(resolving)
+    }
   }
 
   /**
@@ -393,11 +429,13 @@ class LaneCoordinator implements LaneApplier {
       this.#builtEarly = noneBuilt()
       await this.#everyLane({ type: 'close' })
       await Promise.all(this.#threads.map((t) => t.terminate()))
+      await this.#routes.close()
       try {
         built = await this.#inner.markCaughtUp(builtAtCommit)
         this.#inner.closeFiles()
       } finally {
         this.#threads = this.#startLanes()
+        this.#routes = this.#startRoutes()
       }
     })()
     try {
@@ -453,13 +491,14 @@ class LaneCoordinator implements LaneApplier {
       await Promise.allSettled(this.#threads.map((t) => t.request({ type: 'close' })))
     }
     await Promise.all(this.#threads.map((t) => t.terminate()))
+    await this.#routes.close().catch(() => undefined)
     this.#inner.close()
   }
 }
 
 /**
  * The commit barrier of an initial load, whose transactions stay open across batches
- * (`loadCommitEvents`): control.db commits first (routes before files), then every lane's files,
+ * (`loadCommitEvents`): the routing index and control.db commit first (routes before files), then every lane's files,
  * and a source commits its offsets only once this says the batch is committed. A lane that fails
  * while the load holds transactions rolls every one back, and nothing may commit after.
  */
@@ -475,8 +514,9 @@ class CommitBarrier {
     readonly options: LaneApplierOptions,
     readonly lanes: {
       failure(): LaneFailure | undefined
-      commitControl(): void
-      rollbackControl(): void
+      /** The routing index's held transaction, then control.db's. */
+      commitControl(): Promise<void>
+      rollbackControl(): Promise<void>
       everyLane(
         request: { type: 'commit'; buildAt?: number } | { type: 'rollback' },
       ): Array<Promise<LaneOutcome | undefined>>
@@ -510,7 +550,7 @@ class CommitBarrier {
     if (this.#heldLost) throw new Error('a lane failed: what the load held was rolled back')
     const f = this.lanes.failure()
     if (f !== undefined) throw f
-    this.lanes.commitControl()
+    await this.lanes.commitControl()
     const answers = await Promise.all(
       this.lanes.everyLane(
         buildAt === undefined ? { type: 'commit' } : { type: 'commit', buildAt },
@@ -530,8 +570,10 @@ class CommitBarrier {
 
   async rollback(): Promise<void> {
     this.#heldLost = true
-    this.lanes.rollbackControl()
-    await Promise.allSettled(this.lanes.everyLane({ type: 'rollback' }))
+    await Promise.allSettled([
+      this.lanes.rollbackControl(),
+      ...this.lanes.everyLane({ type: 'rollback' }),
+    ])
   }
 }
 

@@ -5,12 +5,23 @@
 // For each record the organization is found in its bytes where they name it (lane-hint.ts: no
 // parsing), and the record goes to the owning lane as bytes, to decode there. What the bytes do not
 // name (deletes, truncates, control tables, anything unusual) is decoded here and handed over
-// decoded. Routes are written in control.db as they are decided, in one transaction with the
-// control events, committed before any organization file (during an initial load, with them): if
-// a crash follows, redelivery re-routes idempotently and applies the rest.
+// decoded. A batch is packed in two steps: `collect` reads it (its control events applied to
+// control.db) and says which routes it needs; once the routing index answered them
+// (storage/route-file.ts: inline, or on a thread of its own while the next batch is collected),
+// `settle` packs the lanes' shares. The routes commit before any organization file (during an
+// initial load, with them): if a crash follows, redelivery re-routes idempotently and applies the
+// rest.
 import type { OrganizationTable } from '../../schema/events.ts'
 import { classifyRecord } from '../routing/classify.ts'
 import type { ControlEvent, ControlFile } from '../storage/control-file.ts'
+import {
+  RouteBatchBuilder,
+  RouteKind,
+  SKIPPED,
+  type OrganizationCodes,
+  type RouteAnswer,
+  type RouteBatch,
+} from '../storage/route-file.ts'
 import { laterCommit, type SourceRecord } from '../decode/decode.ts'
 import { laneHint, type LaneHint } from '../routing/lane-hint.ts'
 import { ItemKind, type BatchRequest, type LaneOutcome } from './lane-protocol.ts'
@@ -183,36 +194,17 @@ export interface PackedShare {
 }
 
 /**
- * A row's route to write (organizationId given: an upsert) or to read (a key-only delete), and
- * what was found: the organization the row moved from, or the delete's organization. `unlessNew`:
- * a row of an organization a rebuild does not keep, routed only if it is routed already (it may
- * be moving out of one it keeps); `skipped` says it was not.
- */
-interface RouteRequest {
-  table: OrganizationTable
-  id: string
-  organizationId: string | undefined
-  unlessNew: boolean
-  found: string | undefined
-  skipped: boolean
-}
-
-/** Routes in the order of their row ids (`PackedBatch.#routeAndPack`). */
-function byRowId(a: RouteRequest, b: RouteRequest): number {
-  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0
-}
-
-/**
  * An event to pack once the batch's routes are known, in the batch's order: an upsert found in
- * bytes, or a decoded truncate, delete or upsert (data, not closures: see PackSink).
+ * bytes, or a decoded truncate, delete or upsert (data, not closures: see PackSink). `route`: its
+ * route's index in the batch's `RouteBatch`.
  */
 type PackStep =
-  | { kind: 'hinted'; routed: RouteRequest; item: HintedItem }
+  | { kind: 'hinted'; route: number; item: HintedItem }
   | { kind: 'truncate'; event: OrganizationEvent }
-  | { kind: 'delete'; routed: RouteRequest; event: OrganizationEvent }
+  | { kind: 'delete'; route: number; event: OrganizationEvent }
   | {
       kind: 'upsert'
-      routed: RouteRequest
+      route: number
       event: OrganizationEvent
       change: Extract<OrganizationEvent['change'], { kind: 'upsert' }>
       organizationId: string
@@ -220,6 +212,8 @@ type PackStep =
 
 export interface PackContext {
   control: ControlFile
+  /** The routing index's organization codes, kept by whoever packs (storage/route-file.ts). */
+  codes: OrganizationCodes
   topicPrefix: string
   offsetGuard: boolean
   lanes: number
@@ -253,10 +247,14 @@ export class PackedBatch implements PackSink {
   /** Organizations with events in this batch: a truncate reaches them, file or not yet. */
   readonly #inBatch = new Set<string>()
   readonly #controlEvents: ControlEvent[] = []
-  /** The batch's events to pack, in order, once their routes are known (`route`). */
+  /** The batch's events to pack, in order, once their routes are known (`settle`). */
   #steps: PackStep[] = []
-  /** The batch's routes: an upsert's (organizationId) or a key-only delete's lookup. */
-  #routes: RouteRequest[] = []
+  /** The batch's routes: an upsert's (its organization) or a key-only delete's lookup. */
+  readonly #routes: RouteBatchBuilder
+  /** What the routing index answered (`settle`). */
+  #found: RouteAnswer = new Int32Array(0)
+  /** Organizations the batch's control events changed: their files are ensured (`settle`). */
+  #changedOrganizations: string[] = []
   /** Dead letters in the order of their records (index in the batch, or line number). */
   readonly #letters: Array<{ order: number; letter: DeadLetter }> = []
 
@@ -267,6 +265,7 @@ export class PackedBatch implements PackSink {
     const { lanes, buffers } = context
     const expected = Math.ceil((bytes * 1.25) / lanes)
     this.#packers = Array.from({ length: lanes }, () => new LanePacker(expected, buffers))
+    this.#routes = new RouteBatchBuilder(context.codes)
   }
 
   tally(table: string, what: string, n = 1): void {
@@ -290,70 +289,72 @@ export class PackedBatch implements PackSink {
     return this.#packers[this.context.laneOf(organizationId)]!
   }
 
-  #routeLater(table: OrganizationTable, id: string, organizationId?: string): RouteRequest {
+  /** A route the batch needs: an upsert's (its organization given) or a delete's lookup. */
+  #routeLater(table: OrganizationTable, id: string, organizationId?: string): number {
     const only = this.context.only
-    const unlessNew =
-      organizationId !== undefined && only !== undefined && !only.has(organizationId)
-    const request = { table, id, organizationId, unlessNew, found: undefined, skipped: false }
-    this.#routes.push(request)
-    return request
+    const kind =
+      organizationId === undefined
+        ? RouteKind.Lookup
+        : only !== undefined && !only.has(organizationId)
+          ? RouteKind.RouteUnlessNew
+          : RouteKind.Route
+    return this.#routes.add(table, id, kind, organizationId)
   }
 
   /**
-   * Routes and packs the batch, in one control.db transaction with its control events (the caller
-   * may hold it open: an initial load), then has each lane create the files of organizations that
-   * a control event named. `packed`: the lanes' buffers now hold copies of what they need. The
-   * transaction's commit is left unsynced: the caller syncs control.db's log with the files'
-   * (`control.takeUnsyncedWal`) before it reports the batch applied.
+   * Reads the batch, in one control.db transaction with its control events (the caller may hold
+   * it open: an initial load), and returns the routes it needs, for the routing index to resolve
+   * (in their own transaction there). The control.db commit is left unsynced: the caller syncs its
+   * log with the files' (`control.takeUnsyncedWal`) before it reports the batch applied.
    */
-  route(pack: PackItems, packed?: () => void): void {
+  collect(pack: PackItems): RouteBatch {
     const { control, offsetGuard } = this.context
     const changed = control.transaction(() => {
-      this.#routeAndPack(pack)
-      packed?.()
+      pack.each(this)
       return control.applyEvents(this.#controlEvents, offsetGuard, (table, what) =>
         this.tally(table, what),
       )
     }, 'byCaller')
-    for (const organizationId of changed.organizations) {
-      this.#packerOf(organizationId)?.ensure(organizationId)
-    }
+    this.#changedOrganizations = changed.organizations
+    return this.#routes.build()
   }
 
   /**
-   * Routes the batch's rows in the order of their ids, then packs its events in their own
-   * order. Random uuids make each route a random B-tree insert; in key order, neighbours share
-   * pages (a million routes in batches of 5,000: about a third less time). A row's own routes
-   * and lookups keep their order (the sort is stable and routes touch only their row), so
-   * every event finds what routing the batch one by one would have found.
+   * Packs the batch's events in their own order with the routes the index found (`routes`, as
+   * `collect` returned them), then has each lane create the files of organizations that a control
+   * event named. `packed`: the lanes' buffers now hold copies of what they need.
    */
-  #routeAndPack(pack: PackItems): void {
-    const { control } = this.context
-    pack.each(this)
-    this.#routes.sort(byRowId)
-    for (const r of this.#routes) {
-      if (r.organizationId === undefined) r.found = control.routeOf(r.table, r.id)
-      else if (r.unlessNew && control.routeOf(r.table, r.id) === undefined) r.skipped = true
-      else r.found = control.route(r.table, r.id, r.organizationId)
-    }
+  settle(routes: RouteBatch, found: RouteAnswer, packed?: () => void): void {
+    this.context.codes.recorded(routes)
+    this.#found = found
     for (const step of this.#steps) this.#pack(step)
-    // Garbage as soon as the batch is packed, not once the lanes answer: held by this call until
+    packed?.()
+    for (const organizationId of this.#changedOrganizations) {
+      this.#packerOf(organizationId)?.ensure(organizationId)
+    }
+    // Garbage as soon as the batch is packed, not once the lanes answer: held by this batch until
     // then, they outlived young-generation collections and swelled the old one.
-    this.#routes = []
     this.#steps = []
+    this.#found = new Int32Array(0)
+  }
+
+  /** The organization a route found (a moved row's former one, or a delete's), if any. */
+  #foundAt(route: number): string | undefined {
+    const code = this.#found[route]!
+    return code > 0 ? this.context.codes.idOf(code) : undefined
   }
 
   hinted(item: HintedItem): void {
     const { hint } = item
-    const routed = this.#routeLater(hint.table, hint.id, hint.organizationId)
-    this.#steps.push({ kind: 'hinted', routed, item })
+    const route = this.#routeLater(hint.table, hint.id, hint.organizationId)
+    this.#steps.push({ kind: 'hinted', route, item })
   }
 
   /** Packs a step whose route is known now. */
   #pack(step: PackStep): void {
     switch (step.kind) {
       case 'hinted':
-        return this.#packHinted(step.routed, step.item)
+        return this.#packHinted(step.route, step.item)
       case 'truncate': {
         // Every organization with a file, and those whose first rows came earlier in this batch
         // (their files do not exist yet, but their rows are about to).
@@ -364,20 +365,22 @@ export class PackedBatch implements PackSink {
       case 'delete': {
         // A delete of a row this replica never saw (compacted away, or older than the topics'
         // retention) has nothing to remove.
-        const { routed, event } = step
-        if (routed.found === undefined) this.tally(event.change.table, 'absent')
-        else this.#packDecoded(routed.found, event)
+        const { route, event } = step
+        const found = this.#foundAt(route)
+        if (found === undefined) this.tally(event.change.table, 'absent')
+        else this.#packDecoded(found, event)
         return
       }
       case 'upsert': {
-        const { routed, event } = step
+        const { route, event } = step
         // Rebuilding some organizations: another's row matters only if it moves out of one.
-        if (routed.skipped) return void this.outcome.skipped++
-        if (routed.found !== undefined) {
+        if (this.#found[route] === SKIPPED) return void this.outcome.skipped++
+        const found = this.#foundAt(route)
+        if (found !== undefined) {
           // The row moved to another organization: it leaves the old file.
           const { table, id, position } = step.change
           const moved = { change: { kind: 'delete', table, id, position }, origin: event.origin }
-          this.#packDecoded(routed.found, moved as OrganizationEvent)
+          this.#packDecoded(found, moved as OrganizationEvent)
         }
         this.#packDecoded(step.organizationId, event)
         return
@@ -385,11 +388,12 @@ export class PackedBatch implements PackSink {
     }
   }
 
-  #packHinted(routed: RouteRequest, item: HintedItem): void {
+  #packHinted(route: number, item: HintedItem): void {
     // Rebuilding some organizations: another's row matters only if it moves out of one (then
     // only its move-out is packed: the packer of an organization not kept is none).
-    if (routed.skipped) return void this.outcome.skipped++
-    if (routed.found !== undefined) this.#packBytes(ItemKind.MoveOut, routed.found, item)
+    if (this.#found[route] === SKIPPED) return void this.outcome.skipped++
+    const found = this.#foundAt(route)
+    if (found !== undefined) this.#packBytes(ItemKind.MoveOut, found, item)
     this.#packBytes(ItemKind.Hinted, item.hint.organizationId, item)
   }
 
@@ -436,12 +440,12 @@ export class PackedBatch implements PackSink {
     const { change } = event
     if (change.kind === 'truncate') return void this.#steps.push({ kind: 'truncate', event })
     if (change.kind === 'delete') {
-      const routed = this.#routeLater(change.table, change.id)
-      return void this.#steps.push({ kind: 'delete', routed, event })
+      const route = this.#routeLater(change.table, change.id)
+      return void this.#steps.push({ kind: 'delete', route, event })
     }
     const organizationId = (change.row as { organization_id: string }).organization_id
-    const routed = this.#routeLater(change.table, change.id, organizationId)
-    this.#steps.push({ kind: 'upsert', routed, event, change, organizationId })
+    const route = this.#routeLater(change.table, change.id, organizationId)
+    this.#steps.push({ kind: 'upsert', route, event, change, organizationId })
   }
 
   /** Each lane's share (undefined: it has none), once routed. The packers are done with. */

@@ -42,11 +42,8 @@ import {
   type Generation,
 } from '../../src/layout.ts'
 import { fileKeyOf, sharedFileVersionName } from '../../src/organization-files.ts'
-import {
-  readOrganizationFiles,
-  readRoutedOrganizations,
-  readSharedFiles,
-} from '../storage/control-file.ts'
+import { readOrganizationFiles, readSharedFiles } from '../storage/control-file.ts'
+import { readRoutedOrganizations } from '../storage/route-file.ts'
 import { syncDirectory } from '../storage/durable.ts'
 import { compareDocumentFiles, type ResourceDiff } from '../documents/index.ts'
 import type { OrganizationFilter } from '../lanes/apply.ts'
@@ -327,7 +324,7 @@ function removedAll(livePath: string | undefined, organizationId: string): Resou
  */
 export function organizationsWithRows(live: Generation): string[] {
   if (readSharedFiles(live.controlPath) === 0) return organizationsWithFiles(live)
-  return readRoutedOrganizations(live.controlPath)
+  return readRoutedOrganizations(live)
 }
 
 /**

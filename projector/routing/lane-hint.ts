@@ -12,7 +12,7 @@
 // Anything else (a delete, a truncate, a control table, whitespace, a missing field) gives no
 // hint: the main thread decodes that event itself, as before lanes. A lane checks every hint
 // against what it decodes, and stops on a disagreement (lanes/lane-core.ts).
-import { ROUTED_TABLES } from '../storage/control-file.ts'
+import { ROUTED_TABLES } from '../storage/route-file.ts'
 import type { OrganizationTable } from '../../schema/events.ts'
 
 export interface LaneHint {

@@ -5,7 +5,7 @@
 // OS on each touch (a 1M-event load made 1.9M page reads and half its CPU time in the kernel).
 // The budget bounds the memory instead of a size per file, since OPEN_FILES_MAX files may be open.
 
-/** SQLite's default cache per connection: control.db never gets less. */
+/** SQLite's default cache per connection: control.db and the routing index never get less. */
 export const MIN_CACHE_KIB = 2000
 
 /**
@@ -16,24 +16,24 @@ export const MIN_CACHE_KIB = 2000
 export const MIN_ORGANIZATION_CACHE_KIB = 64
 
 export interface CacheShares {
-  /** control.db: the routing index is touched by every event of every organization. */
-  controlKiB: number
+  /** The routing index (route-file.ts), touched by every event of every organization. */
+  routesKiB: number
   /** Each open organization file. */
   organizationKiB: number
 }
 
 /**
- * A quarter of the budget for control.db, the rest split evenly among the organization files, each
+ * A quarter of the budget for the routing index, the rest split evenly among the organization files, each
  * share rounded down to a step of a geometric series (four steps to a doubling, `shareStep`).
  */
 export function cacheShares(budgetBytes: number, organizationFiles: number): CacheShares {
   const budgetKiB = Math.floor(budgetBytes / 1024)
-  const controlKiB = Math.max(MIN_CACHE_KIB, Math.floor(budgetKiB / 4))
+  const routesKiB = Math.max(MIN_CACHE_KIB, Math.floor(budgetKiB / 4))
   const organizationKiB = Math.max(
     MIN_ORGANIZATION_CACHE_KIB,
-    shareStep((budgetKiB - controlKiB) / Math.max(1, organizationFiles)),
+    shareStep((budgetKiB - routesKiB) / Math.max(1, organizationFiles)),
   )
-  return { controlKiB, organizationKiB }
+  return { routesKiB, organizationKiB }
 }
 
 /**

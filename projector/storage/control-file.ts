@@ -1,10 +1,10 @@
 // control.db as the projector writes it: organizations and API keys (the api's first stop on
-// every request), the routing index (source row -> organization) that lets a delete carrying only
-// its key reach the right file, and the replica's readiness.
+// every request), the files that replaced organizations' first ones, and the replica's readiness.
+// The routing index (source row -> organization) is a file of its own (route-file.ts).
 import Database from 'better-sqlite3'
 import { existsSync } from 'node:fs'
 import * as tables from '../../schema/control-db.ts'
-import type { ControlTable, OrganizationTable } from '../../schema/events.ts'
+import type { ControlTable } from '../../schema/events.ts'
 import {
   heldTransaction,
   openForWriting,
@@ -22,11 +22,9 @@ export interface ControlEvent {
 }
 
 export interface ControlFile {
-  routeOf(table: OrganizationTable, id: string): string | undefined
   /**
-   * Runs `work` in one transaction of control.db: a batch's routes (`route`) and control events
-   * (`applyEvents`) commit together, before any organization file. Its commit is synced before it
-   * returns, unless `commits` is `byCaller`: then the caller syncs the log (`takeUnsyncedWal`)
+   * Runs `work` in one transaction of control.db: a batch's control events (`applyEvents`) commit
+   * together, before any organization file. Its commit is synced before it returns, unless `commits` is `byCaller`: then the caller syncs the log (`takeUnsyncedWal`)
    * with the organization files' before it reports the batch applied.
    */
   transaction<T>(work: () => T, commits?: 'synced' | 'byCaller'): T
@@ -44,11 +42,6 @@ export interface ControlFile {
   commit(): void
   /** Rolls back the transaction `begin` opened, and what this handle remembers of it. */
   rollback(): void
-  /**
-   * Routes a row to `organizationId` (inside `transaction`). Returns the organization it was
-   * routed to before if that was another one (the row moved), else undefined.
-   */
-  route(table: OrganizationTable, id: string, organizationId: string): string | undefined
   /**
    * Applies the control tables' changes (inside `transaction`). Returns the organizations whose
    * rows changed, so their files can be created.
@@ -72,8 +65,6 @@ export interface ControlFile {
    */
   sharedFiles(): number | undefined
   recordSharedFiles(files: number): void
-  /** Every organization whose rows were routed here: each has rows in some file. */
-  routedOrganizations(): string[]
   /** Records, once, that the replica has caught up with its source. */
   markCaughtUp(now: Date): void
   caughtUpAt(): string | undefined
@@ -111,22 +102,6 @@ export function readOrganizationFiles(path: string): Map<string, string> {
 
 /** replica_state's record of the files the generation's organizations share. */
 const SHARED_FILES_STATE = 'organization_files'
-
-/** Every organization a row was ever routed to, by its id. */
-const ROUTED_ORGANIZATIONS = 'SELECT organization_id FROM route_organizations'
-
-/**
- * The organizations control.db has routed rows to, read on a connection of its own (a rebuild's
- * or a verify's, beside the live projector).
- */
-export function readRoutedOrganizations(path: string): string[] {
-  const db = new Database(path, { readonly: true, fileMustExist: true })
-  try {
-    return db.prepare<[], string>(ROUTED_ORGANIZATIONS).pluck().all()
-  } finally {
-    db.close()
-  }
-}
 
 /** The files a generation's organizations share, read from its control.db: 0 if none. */
 export function readSharedFiles(path: string): number {
@@ -167,34 +142,9 @@ export function recordedSharedFiles(path: string): number | undefined {
   }
 }
 
-/** The routing index's statements: a row's organization, by its uuid and table. */
-function routeIndex(db: SqliteDatabase) {
-  // Routes store a row's uuid as its 16 bytes, its table and organization as small integers
-  // (schema/control-db.ts): the conversions are SQL's, so statements take the uuid as text.
-  const getRoute = db.prepare<[string, number], number>(
-    `SELECT organization FROM routes WHERE id = unhex(replace(?, '-', '')) AND source_table = ?`,
-  )
-  const addRoute = db.prepare<[string, number, number]>(
-    `INSERT INTO routes (id, source_table, organization) VALUES (unhex(replace(?, '-', '')), ?, ?)
-     ON CONFLICT (id, source_table) DO NOTHING`,
-  )
-  const putRoute = db.prepare<[string, number, number]>(
-    `INSERT INTO routes (id, source_table, organization) VALUES (unhex(replace(?, '-', '')), ?, ?)
-     ON CONFLICT (id, source_table) DO UPDATE SET organization = excluded.organization`,
-  )
-  getRoute.pluck()
-  return {
-    get: (id: string, table: number): number | undefined => getRoute.get(id, table),
-    add: addRoute,
-    put: putRoute,
-  }
-}
-
 export function openControlFile(path: string): ControlFile {
   const db = openForWriting(path, 'control')
   const mirror = createMirror(db, { organizations: tables.organizations, api_keys: tables.apiKeys })
-  const routes = routeIndex(db)
-  const organizationCodes = createOrganizationCodes(db)
   const getState = db.prepare<[string], { value: string }>(
     'SELECT value FROM replica_state WHERE key = ?',
   )
@@ -233,14 +183,10 @@ export function openControlFile(path: string): ControlFile {
 
   return {
     db,
-    routeOf(table, id) {
-      const code = routes.get(id, ROUTED_TABLES[table])
-      return code === undefined ? undefined : organizationCodes.idOf(code)
-    },
     transaction(work, commits = 'synced') {
-      // A live batch's routes commit unsynced, and are synced with its files' logs, off the main
-      // thread (lanes/lanes.ts): a synced commit here held each batch back from the lanes by an
-      // fsync. Every other commit of control.db stays synced (synchronous=FULL).
+      // A live batch's control events commit unsynced, and are synced with its files' logs, off
+      // the main thread (lanes/lanes.ts): a synced commit here held each batch back from the
+      // lanes by an fsync. Every other commit of control.db stays synced (synchronous=FULL).
       const byCaller = commits === 'byCaller' && !db.inTransaction
       if (byCaller) db.pragma('synchronous = NORMAL')
       try {
@@ -249,7 +195,7 @@ export function openControlFile(path: string): ControlFile {
         return result
       } catch (error) {
         // Rolled back (inside `begin`'s transaction, the caller rolls all of it back): forget the
-        // offsets it would have recorded, and the codes it gave.
+        // offsets it would have recorded.
         forgetUncommitted()
         throw error
       } finally {
@@ -259,16 +205,6 @@ export function openControlFile(path: string): ControlFile {
     takeUnsyncedWal: log.take,
     syncWal: log.sync,
     ...held,
-    route(table, id, organizationId) {
-      const tableCode = ROUTED_TABLES[table]
-      const organization = organizationCodes.codeOf(organizationId)
-      // A new row (most of a snapshot) is one insert; only a known row is looked up.
-      if (routes.add.run(id, tableCode, organization).changes > 0) return undefined
-      const routed = routes.get(id, tableCode)
-      if (routed === organization || routed === undefined) return undefined
-      routes.put.run(id, tableCode, organization)
-      return organizationCodes.idOf(routed)
-    },
     applyEvents,
     organizationFile: (organizationId) => getOrganizationFile.get(organizationId),
     setOrganizationFile: (fileKey, file) => void putOrganizationFile.run(fileKey, file),
@@ -277,7 +213,6 @@ export function openControlFile(path: string): ControlFile {
       return value === undefined ? undefined : Number(value)
     },
     recordSharedFiles: (files) => void putStateOnce.run(SHARED_FILES_STATE, String(files)),
-    routedOrganizations: () => db.prepare<[], string>(ROUTED_ORGANIZATIONS).pluck().all(),
     markCaughtUp(now) {
       putStateOnce.run('caught_up_at', now.toISOString())
     },
@@ -295,65 +230,5 @@ export function openControlFile(path: string): ControlFile {
 
   function forgetUncommitted(): void {
     offsets.readBack()
-    organizationCodes.reload()
-  }
-}
-
-/**
- * The code `routes` stores for each organization table. Stored in every control.db (and in
- * migration 0001): a code is never changed or reused; a new table takes the next one.
- */
-export const ROUTED_TABLES: Readonly<Record<OrganizationTable, number>> = {
-  providers: 1,
-  provider_identifiers: 2,
-  provider_groups: 3,
-  group_memberships: 4,
-  service_locations: 5,
-  group_identifiers: 6,
-  enrollments: 7,
-  enrollment_requirements: 8,
-  enrollment_lines_of_business: 9,
-  enrollment_location_participations: 10,
-  group_enrollments: 11,
-  group_enrollment_lines_of_business: 12,
-  documents: 13,
-}
-
-/** Organizations' small integers for `routes`, held in memory (one per organization). */
-function createOrganizationCodes(db: SqliteDatabase) {
-  const readAll = db.prepare<[], { organization: number; organization_id: string }>(
-    'SELECT organization, organization_id FROM route_organizations',
-  )
-  const insert = db.prepare<[string], { organization: number }>(
-    'INSERT INTO route_organizations (organization_id) VALUES (?) RETURNING organization',
-  )
-  const codes = new Map<string, number>()
-  const ids = new Map<number, string>()
-  const reload = () => {
-    codes.clear()
-    ids.clear()
-    for (const row of readAll.all()) {
-      codes.set(row.organization_id, row.organization)
-      ids.set(row.organization, row.organization_id)
-    }
-  }
-  reload()
-  return {
-    reload,
-    /** The organization's code, given one (inside the routes' transaction) if it has none. */
-    codeOf(organizationId: string): number {
-      let code = codes.get(organizationId)
-      if (code === undefined) {
-        code = insert.get(organizationId)!.organization
-        codes.set(organizationId, code)
-        ids.set(code, organizationId)
-      }
-      return code
-    },
-    idOf(code: number): string {
-      const id = ids.get(code)
-      if (id === undefined) throw new Error(`route to unknown organization code ${code}`)
-      return id
-    },
   }
 }

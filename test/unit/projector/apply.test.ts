@@ -236,7 +236,7 @@ describe('applyBatch', () => {
         }
       }
       const committedRoutes = (): number => {
-        const db = new Database(made.generation.controlPath, { readonly: true })
+        const db = new Database(made.generation.routesPath, { readonly: true })
         try {
           return db.prepare('SELECT count(*) FROM routes').pluck().get() as number
         } finally {

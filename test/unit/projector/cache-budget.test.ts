@@ -10,9 +10,9 @@ const MB = 1024 * 1024
 
 describe('cacheShares', () => {
   it('gives control.db a quarter and splits the rest among the organization files', () => {
-    expect(cacheShares(128 * MB, 3)).toEqual({ controlKiB: 32 * 1024, organizationKiB: 32 * 1024 })
+    expect(cacheShares(128 * MB, 3)).toEqual({ routesKiB: 32 * 1024, organizationKiB: 32 * 1024 })
     // 24 MiB each, rounded down to a step: 2^14.5 KiB.
-    expect(cacheShares(128 * MB, 4)).toEqual({ controlKiB: 32 * 1024, organizationKiB: 23_170 })
+    expect(cacheShares(128 * MB, 4)).toEqual({ routesKiB: 32 * 1024, organizationKiB: 23_170 })
   })
 
   it('changes a few times for each doubling of the files open, not at every open', () => {
@@ -39,15 +39,15 @@ describe('cacheShares', () => {
 
   it('stays within the budget as files open, until each file is at its floor', () => {
     for (const files of [1, 2, 7, 20, 48, 256, 1500]) {
-      const { controlKiB, organizationKiB } = cacheShares(128 * MB, files)
-      expect(controlKiB + organizationKiB * files).toBeLessThanOrEqual(128 * 1024)
+      const { routesKiB, organizationKiB } = cacheShares(128 * MB, files)
+      expect(routesKiB + organizationKiB * files).toBeLessThanOrEqual(128 * 1024)
     }
     expect(cacheShares(128 * MB, 3000).organizationKiB).toBe(MIN_ORGANIZATION_CACHE_KIB)
   })
 
   it('never gives control.db less than SQLite default, nor a file less than its floor', () => {
     expect(cacheShares(1 * MB, 0)).toEqual({
-      controlKiB: MIN_CACHE_KIB,
+      routesKiB: MIN_CACHE_KIB,
       organizationKiB: MIN_ORGANIZATION_CACHE_KIB,
     })
   })
