@@ -5,28 +5,11 @@
 // that follows is most of the load's tail, and organization files are independent, so it spreads
 // over the machine's cores. The caller must not write to those files meanwhile (the applier
 // refuses batches while a build runs, and the Kafka source waits for it: see apply.ts).
-import { createRequire } from 'node:module'
-import { pathToFileURL } from 'node:url'
 import { Worker } from 'node:worker_threads'
 import type { RefreshStats } from '../documents/index.ts'
+import { workerSource } from './worker-source.ts'
 
-// The worker is TypeScript, as this module is. Since Node 20.6 a worker does not inherit tsx's
-// loader, nor take it from `execArgv` (privatenumber/tsx#354), so its first lines register tsx's
-// ESM API on its own thread, then import the module. tsx's package maps `tsx/esm/api` to
-// dist/esm/api/index.cjs (require) and index.mjs (import), side by side.
-const tsxEsmApi = pathToFileURL(
-  createRequire(import.meta.url)
-    .resolve('tsx/esm/api')
-    .replace(/\.cjs$/, '.mjs'),
-).href
-/** The source of a worker (`eval: true`) that runs the TypeScript module at `moduleUrl`. */
-export function typescriptWorkerSource(moduleUrl: URL): string {
-  return `import(${JSON.stringify(tsxEsmApi)}).then((tsx) => {
-  tsx.register()
-  return import(${JSON.stringify(moduleUrl.href)})
-})`
-}
-const workerSource = typescriptWorkerSource(new URL('./build-worker.ts', import.meta.url))
+const buildWorker = new URL('./build-worker.ts', import.meta.url)
 
 export interface BuildJob {
   /** The file's key (lane-core.ts): an organization's id, or a shared file's name. */
@@ -114,7 +97,7 @@ function onWorker(
     const pending = new Map(jobs.map((job) => [job.fileKey, job]))
     // A small young generation: V8 sizes it for throughput by default, and here (where the
     // load's memory peaks) the default cost 50 MB of resident memory for no measurable speed.
-    const worker = new Worker(workerSource, {
+    const worker = new Worker(workerSource(buildWorker), {
       eval: true,
       resourceLimits: { maxYoungGenerationSizeMb: 8 },
     })

@@ -31,6 +31,7 @@ import {
   type OrganizationFile,
   type PriorOrganizationStamp,
 } from '../storage/organization-file.ts'
+import { errorCode } from './lane-failure.ts'
 import { FileSourceError, LineReader } from '../decode/file-line.ts'
 import { LoadSpool } from './load-spool.ts'
 
@@ -336,12 +337,6 @@ function committedOutcome({ events, documents, built }: LaneCommit): LaneOutcome
     unsyncedWals: [],
     built,
   }
-}
-
-/** SQLite's or Node's code of an error (a full disk: SQLITE_FULL, ENOSPC), to send across threads. */
-export function errorCode(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null)?.code
-  return typeof code === 'string' ? code : undefined
 }
 
 function originOf(record: SourceRecord) {

@@ -13,3 +13,9 @@ export class LaneFailure extends Error {
     super(lane === 'routes' ? `routing index: ${message}` : `lane ${lane}: ${message}`)
   }
 }
+
+/** SQLite's or Node's code of an error (a full disk: SQLITE_FULL, ENOSPC), to send across threads. */
+export function errorCode(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code
+  return typeof code === 'string' ? code : undefined
+}

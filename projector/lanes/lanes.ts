@@ -17,7 +17,7 @@ import { Worker } from 'node:worker_threads'
 import type { Logger } from 'pino'
 import { createApplier, type Applier, type ApplierOptions, type BuiltAtCommit } from './apply.ts'
 import { addDocumentStats } from './lane-core.ts'
-import { typescriptWorkerSource } from './build-pool.ts'
+import { workerSource } from './worker-source.ts'
 import type { ControlFile } from '../storage/control-file.ts'
 import { syncWals } from '../storage/wal.ts'
 import type { SourceRecord } from '../decode/decode.ts'
@@ -47,7 +47,7 @@ import { RouteThread } from './route-thread.ts'
 import type { RouteBatch } from '../storage/route-file.ts'
 import { cacheShares } from '../storage/cache-budget.ts'
 
-const laneSource = typescriptWorkerSource(new URL('./lane.ts', import.meta.url))
+const laneModule = new URL('./lane.ts', import.meta.url)
 
 import { LaneFailure } from './lane-failure.ts'
 
@@ -123,7 +123,7 @@ class LaneThread {
   ) {
     // A small young generation, as the build workers have (build-pool.ts): V8's default sizes it
     // for throughput, at tens of MB of resident memory per thread for no measurable speed.
-    this.#worker = new Worker(laneSource, {
+    this.#worker = new Worker(workerSource(laneModule), {
       eval: true,
       workerData: options,
       resourceLimits: { maxYoungGenerationSizeMb: 8 },

@@ -4,11 +4,11 @@
 // Here the index resolves batch N's routes while the main thread reads and collects batch N+1;
 // requests are answered in order, so every batch finds the routes of the batches before it.
 import { Worker } from 'node:worker_threads'
-import { typescriptWorkerSource } from './build-pool.ts'
+import { workerSource } from './worker-source.ts'
 import type { RouteAnswer, RouteBatch } from '../storage/route-file.ts'
 import { LaneFailure } from './lane-failure.ts'
 
-const workerSource = typescriptWorkerSource(new URL('./route-worker.ts', import.meta.url))
+const routeWorker = new URL('./route-worker.ts', import.meta.url)
 
 export interface RouteThreadOptions {
   dataDir: string
@@ -52,7 +52,7 @@ export class RouteThread {
 
   constructor(options: RouteThreadOptions) {
     // Small: it holds a batch's arrays at a time (lanes.ts says why lanes are kept small too).
-    this.#worker = new Worker(workerSource, {
+    this.#worker = new Worker(workerSource(routeWorker), {
       eval: true,
       workerData: options,
       resourceLimits: { maxYoungGenerationSizeMb: 4 },

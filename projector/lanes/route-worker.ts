@@ -5,7 +5,7 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { generation as generationAt } from '../../src/layout.ts'
 import { openRouteFile } from '../storage/route-file.ts'
-import { errorCode } from './lane-core.ts'
+import { errorCode } from './lane-failure.ts'
 import type { RouteThreadOptions, RouteThreadRequest, RouteThreadAnswer } from './route-thread.ts'
 
 const options = workerData as RouteThreadOptions
