@@ -44,12 +44,10 @@ import {
 } from './pack.ts'
 import { FileSourceError, LineReader, type LineBatch } from '../decode/file-line.ts'
 import { RouteThread } from './route-thread.ts'
-import type { RouteBatch } from '../storage/route-file.ts'
 import { cacheShares } from '../storage/cache-budget.ts'
+import { LaneFailure } from './lane-failure.ts'
 
 const laneModule = new URL('./lane.ts', import.meta.url)
-
-import { LaneFailure } from './lane-failure.ts'
 
 export { LaneFailure }
 
@@ -315,10 +313,7 @@ class LaneCoordinator implements LaneApplier {
     let routesWal: string | undefined
     try {
       if (hold) this.control.begin()
-      const routes = batch.collect(pack)
-      const resolved = await this.#resolve(routes, hold)
-      routesWal = resolved.unsyncedWal
-      batch.settle(routes, resolved.found, packed)
+      routesWal = await this.#route(batch, pack, hold, packed)
       answers = await this.#handOff(batch.shares(this.#clock().getTime(), hold))
     } catch (error) {
       // A line that is not a record ends a file run as before lanes: what came before it stays.
@@ -345,12 +340,23 @@ class LaneCoordinator implements LaneApplier {
     return batch.outcome
   }
 
-  /** The routing thread's answer for a batch, awaited as a batch in flight (`#idle`). */
-  async #resolve(routes: RouteBatch, hold: boolean): ReturnType<RouteThread['resolve']> {
+  /**
+   * Collects a batch, has the routing thread resolve its routes (awaited as a batch in flight:
+   * `#idle`) and packs it. Returns the routing index's log, when its commit is left unsynced.
+   */
+  async #route(
+    batch: PackedBatch,
+    pack: PackItems,
+    hold: boolean,
+    packed: (() => void) | undefined,
+  ): Promise<string | undefined> {
+    const routes = batch.collect(pack)
     const resolving = this.#routes.resolve(routes, hold)
     this.#inFlight.add(resolving)
     try {
-      return await resolving
+      const { found, unsyncedWal } = await resolving
+      batch.settle(routes, found, packed)
+      return unsyncedWal
     } finally {
       this.#inFlight.delete(resolving)
     }

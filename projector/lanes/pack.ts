@@ -250,7 +250,7 @@ export class PackedBatch implements PackSink {
   /** The batch's events to pack, in order, once their routes are known (`settle`). */
   #steps: PackStep[] = []
   /** The batch's routes: an upsert's (its organization) or a key-only delete's lookup. */
-  readonly #routes: RouteBatchBuilder
+  #routes: RouteBatchBuilder
   /** What the routing index answered (`settle`). */
   #found: RouteAnswer = new Int32Array(0)
   /** Organizations the batch's control events changed: their files are ensured (`settle`). */
@@ -316,7 +316,10 @@ export class PackedBatch implements PackSink {
       )
     }, 'byCaller')
     this.#changedOrganizations = changed.organizations
-    return this.#routes.build()
+    const routes = this.#routes.build()
+    // Garbage once resolved, not once the lanes answer (see `settle`).
+    this.#routes = new RouteBatchBuilder(this.context.codes)
+    return routes
   }
 
   /**
