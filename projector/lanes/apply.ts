@@ -14,7 +14,13 @@ import { openForWriting } from '../../src/sqlite.ts'
 import { cacheShares, MIN_CACHE_KIB } from '../storage/cache-budget.ts'
 import { collectGarbage } from './collect-garbage.ts'
 import { openControlFile, type ControlFile } from '../storage/control-file.ts'
-import { OrganizationCodes, openRouteFile, type RouteFile } from '../storage/route-file.ts'
+import {
+  OrganizationCodes,
+  openRouteFile,
+  type ResolvedRoutes,
+  type RouteBatch,
+  type RouteFile,
+} from '../storage/route-file.ts'
 import { syncWal } from '../storage/wal.ts'
 import type { SourceRecord } from '../decode/decode.ts'
 import type { RefreshStats } from '../documents/index.ts'
@@ -156,9 +162,18 @@ export interface Applier {
   readonly codes: OrganizationCodes
   /**
    * Closes this thread's connection to the routing index: the lanes' coordinator keeps it on a
-   * thread of its own (route-thread.ts), and this applier applies no batch after.
+   * thread of its own during a load (route-thread.ts). This applier applies no batch until it
+   * takes it back (`takeRoutesBack`).
    */
   handRoutesOver(): void
+  takeRoutesBack(): void
+  /**
+   * Resolves a batch's routes on this thread (the lanes' coordinator, live), joining the held
+   * transaction if `hold`.
+   */
+  resolveRoutes(routes: RouteBatch, hold: boolean): ResolvedRoutes
+  /** Rolls back control.db's held transaction, and the routing index's if it is on this thread. */
+  rollbackControl(): void
   close(): void
 }
 
@@ -299,6 +314,27 @@ class InlineApplier implements Applier {
     this.#routes = undefined
   }
 
+  takeRoutesBack(): void {
+    if (this.#routes !== undefined) return
+    this.#routes = openRouteFile(this.#options.generation.routesPath)
+    this.codes.reload(this.#routes.organizations())
+    this.#giveControlItsShare()
+  }
+
+  resolveRoutes(routes: RouteBatch, hold: boolean): ResolvedRoutes {
+    const file = this.#routeFile()
+    if (hold) file.begin()
+    return { found: file.resolve(routes), unsyncedWal: file.takeUnsyncedWal() }
+  }
+
+  rollbackControl(): void {
+    this.control.rollback()
+    if (this.#routes !== undefined) {
+      this.#routes.rollback()
+      this.codes.reload(this.#routes.organizations())
+    }
+  }
+
   knownOrganizations(): string[] {
     // A shared file's organizations are in it, not in its name: every routed one has rows there.
     if (this.sharedFiles > 0) return this.codes.organizations()
@@ -389,11 +425,7 @@ class InlineApplier implements Applier {
   /** After a failure: every held transaction rolls back (the source redelivers from its position). */
   #rollbackAll(): void {
     this.#lane.rollback()
-    this.control.rollback()
-    if (this.#routes !== undefined) {
-      this.#routes.rollback()
-      this.codes.reload(this.#routes.organizations())
-    }
+    this.rollbackControl()
     this.#uncommittedEvents = 0
   }
 

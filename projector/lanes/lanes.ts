@@ -2,9 +2,9 @@
 //
 // LANES worker threads (lane.ts) each own the organizations assigned to them, in turn as each is
 // first seen (lane-hint.ts `LaneAssignment`), and are the only writers of those files. The main
-// thread collects each batch (pack.ts, the same code the single-threaded applier runs), has the
-// routing thread (route-thread.ts) resolve its routes while it collects the next, packs it and
-// hands each lane its share; a lane applies it with lane-core.ts, the same code the
+// thread collects each batch (pack.ts, the same code the single-threaded applier runs), has its
+// routes resolved (during a load by the routing thread, route-thread.ts, while it collects the
+// next), packs it and hands each lane its share; a lane applies it with lane-core.ts, the same code the
 // single-threaded applier runs inline. A batch is done when every lane has applied its share: only
 // then does its outcome resolve, so a source commits its offsets only past what every lane
 // applied (`CommitBarrier`, for an initial load's held transactions).
@@ -190,8 +190,12 @@ class LaneCoordinator implements LaneApplier {
   readonly #assignment: LaneAssignment
   readonly #pack: PackContext
   #threads: LaneThread[]
-  /** The routing index's thread; stopped, as the lanes, while documents are built at catch-up. */
-  #routes: RouteThread
+  /**
+   * The routing index's thread, until the replica has caught up. Live, batches are small and
+   * latency counts: a hand-off to another thread and back, on two busy cores, cost more than the
+   * routes (bench:freshness, docs/performance.md), so the main thread resolves them itself.
+   */
+  #routes: RouteThread | undefined
   /** Batches handed to the routing thread or the lanes and not answered yet. */
   readonly #inFlight = new Set<Promise<unknown>>()
   #building: Promise<void> | undefined
@@ -205,7 +209,6 @@ class LaneCoordinator implements LaneApplier {
     this.#options = options
     this.#clock = options.clock ?? (() => new Date())
     this.#inner = createApplier(options)
-    this.#inner.handRoutesOver()
     this.control = this.#inner.control
     this.#assignment = new LaneAssignment(lanes)
     this.#pack = {
@@ -222,17 +225,17 @@ class LaneCoordinator implements LaneApplier {
       only: undefined,
     }
     this.#threads = this.#startLanes()
-    this.#routes = this.#startRoutes()
+    this.#routes = this.#startRoutesIfLoading()
     this.#barrier = new CommitBarrier(options, {
       failure: () => this.#failure(),
       commitControl: async () => {
         // The routes before the files they lead to, as control.db's.
-        await this.#routes.commit()
+        await this.#routes?.commit()
         addTally(this.#barrier.drained, this.#inner.commit())
       },
       rollbackControl: async () => {
-        this.control.rollback()
-        if (this.#routes.failure !== undefined) return
+        this.#inner.rollbackControl()
+        if (this.#routes === undefined || this.#routes.failure !== undefined) return
         this.#inner.codes.reload(await this.#routes.rollback())
       },
       everyLane: (request) => this.#threads.map((t) => t.request(request)),
@@ -267,7 +270,13 @@ class LaneCoordinator implements LaneApplier {
     )
   }
 
-  #startRoutes(): RouteThread {
+  /** The routing thread, while the replica loads; else the routes stay on this thread. */
+  #startRoutesIfLoading(): RouteThread | undefined {
+    if (this.#inner.caughtUp) {
+      this.#inner.takeRoutesBack()
+      return undefined
+    }
+    this.#inner.handRoutesOver()
     const o = this.#options
     return new RouteThread({
       dataDir: dirname(dirname(o.generation.dir)),
@@ -279,7 +288,7 @@ class LaneCoordinator implements LaneApplier {
   }
 
   #failure(): LaneFailure | undefined {
-    return this.#threads.find((t) => t.failure !== undefined)?.failure ?? this.#routes.failure
+    return this.#threads.find((t) => t.failure !== undefined)?.failure ?? this.#routes?.failure
   }
 
   async #idle(): Promise<void> {
@@ -341,8 +350,9 @@ class LaneCoordinator implements LaneApplier {
   }
 
   /**
-   * Collects a batch, has the routing thread resolve its routes (awaited as a batch in flight:
-   * `#idle`) and packs it. Returns the routing index's log, when its commit is left unsynced.
+   * Collects a batch, has its routes resolved (by the routing thread, awaited as a batch in
+   * flight: `#idle`; live, here) and packs it. Returns the routing index's log, when its commit
+   * is left unsynced.
    */
   async #route(
     batch: PackedBatch,
@@ -351,6 +361,11 @@ class LaneCoordinator implements LaneApplier {
     packed: (() => void) | undefined,
   ): Promise<string | undefined> {
     const routes = batch.collect(pack)
+    if (this.#routes === undefined) {
+      const { found, unsyncedWal } = this.#inner.resolveRoutes(routes, hold)
+      batch.settle(routes, found, packed)
+      return unsyncedWal
+    }
     const resolving = this.#routes.resolve(routes, hold)
     this.#inFlight.add(resolving)
     try {
@@ -435,13 +450,13 @@ class LaneCoordinator implements LaneApplier {
       this.#builtEarly = noneBuilt()
       await this.#everyLane({ type: 'close' })
       await Promise.all(this.#threads.map((t) => t.terminate()))
-      await this.#routes.close()
+      await this.#routes?.close()
       try {
         built = await this.#inner.markCaughtUp(builtAtCommit)
         this.#inner.closeFiles()
       } finally {
         this.#threads = this.#startLanes()
-        this.#routes = this.#startRoutes()
+        this.#routes = this.#startRoutesIfLoading()
       }
     })()
     try {
@@ -497,7 +512,7 @@ class LaneCoordinator implements LaneApplier {
       await Promise.allSettled(this.#threads.map((t) => t.request({ type: 'close' })))
     }
     await Promise.all(this.#threads.map((t) => t.terminate()))
-    await this.#routes.close().catch(() => undefined)
+    await this.#routes?.close().catch(() => undefined)
     this.#inner.close()
   }
 }

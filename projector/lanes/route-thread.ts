@@ -5,7 +5,7 @@
 // requests are answered in order, so every batch finds the routes of the batches before it.
 import { Worker } from 'node:worker_threads'
 import { workerSource } from './worker-source.ts'
-import type { RouteAnswer, RouteBatch } from '../storage/route-file.ts'
+import type { ResolvedRoutes, RouteAnswer, RouteBatch } from '../storage/route-file.ts'
 import { LaneFailure } from './lane-failure.ts'
 
 const routeWorker = new URL('./route-worker.ts', import.meta.url)
@@ -83,10 +83,7 @@ export class RouteThread {
   }
 
   /** Resolves a batch's routes, joining the load's held transaction if `hold`. */
-  async resolve(
-    routes: RouteBatch,
-    hold: boolean,
-  ): Promise<{ found: RouteAnswer; unsyncedWal: string | undefined }> {
+  async resolve(routes: RouteBatch, hold: boolean): Promise<ResolvedRoutes> {
     const answer = await this.#request({ type: 'resolve', routes, hold })
     return { found: answer.found!, unsyncedWal: answer.unsyncedWal }
   }

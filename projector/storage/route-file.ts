@@ -78,6 +78,12 @@ export interface RouteBatch {
  */
 export type RouteAnswer = Int32Array
 
+/** A batch's routes resolved, and the index's log when the commit was left for the caller to sync. */
+export interface ResolvedRoutes {
+  found: RouteAnswer
+  unsyncedWal: string | undefined
+}
+
 export interface RouteFile {
   readonly db: SqliteDatabase
   /**
