@@ -302,19 +302,25 @@ export class PackedBatch implements PackSink {
   }
 
   /**
-   * Reads the batch, in one control.db transaction with its control events (the caller may hold
-   * it open: an initial load), and returns the routes it needs, for the routing index to resolve
-   * (in their own transaction there). The control.db commit is left unsynced: the caller syncs its
-   * log with the files' (`control.takeUnsyncedWal`) before it reports the batch applied.
+   * Reads the batch, applies its control events in one control.db transaction (the caller may
+   * hold it open: an initial load), and returns the routes it needs, for the routing index to
+   * resolve (in its own transaction there). The control.db commit is left unsynced: the caller
+   * syncs its log with the files' (`control.takeUnsyncedWal`) before it reports the batch applied.
    */
   collect(pack: PackItems): RouteBatch {
     const { control, offsetGuard } = this.context
-    const changed = control.transaction(() => {
-      pack.each(this)
-      return control.applyEvents(this.#controlEvents, offsetGuard, (table, what) =>
-        this.tally(table, what),
-      )
-    }, 'byCaller')
+    pack.each(this)
+    // Most batches have no control event: then control.db is not written, nor its log synced.
+    const changed =
+      this.#controlEvents.length === 0
+        ? { organizations: [] }
+        : control.transaction(
+            () =>
+              control.applyEvents(this.#controlEvents, offsetGuard, (table, what) =>
+                this.tally(table, what),
+              ),
+            'byCaller',
+          )
     this.#changedOrganizations = changed.organizations
     const routes = this.#routes.build()
     // Garbage once resolved, not once the lanes answer (see `settle`).

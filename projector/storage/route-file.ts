@@ -19,7 +19,7 @@ import {
   setCacheKiB,
   type SqliteDatabase,
 } from '../../src/sqlite.ts'
-import { boundWal, unsyncedLog } from './wal.ts'
+import { boundWal, syncWal, unsyncedLog } from './wal.ts'
 
 /**
  * The code `routes` stores for each organization table. Stored in every routing index (and in
@@ -110,8 +110,11 @@ export interface RouteFile {
  * control.db (`controlPath`) held, where they were kept until 2026-11-30.
  */
 export function openRouteFile(path: string, controlPath?: string): RouteFile {
-  const db = openForWriting(path, 'routes')
-  if (controlPath !== undefined) carryOverFromControl(db, controlPath)
+  // Every commit is left to a sync of the log: the caller's, with a live batch's files, or
+  // `commit`'s, for a held transaction (synchronous=FULL's fsync at each commit, made here only
+  // when the transaction wrote: a live batch of known rows writes nothing).
+  const db = openForWriting(path, 'routes', 'wal', 'byWriter')
+  if (controlPath !== undefined) carryOverFromControl(db, path, controlPath)
   // Rows' uuids as their 16 bytes, their table and organization as small integers
   // (schema/control-db.ts `rowRoutes`): the conversions are SQL's, so statements take text.
   const get = db.prepare<[string, number], number>(
@@ -134,20 +137,27 @@ export function openRouteFile(path: string, controlPath?: string): RouteFile {
   )
   readOrganizations.raw()
 
+  /** Whether the transaction wrote anything: a batch of known rows only (live renames) did not. */
+  let wrote = false
+
   /** Writes a row's route; the organization it moved from, else NOT_FOUND. */
   const route = (id: string, table: number, organization: number): number => {
     // A new row (most of a snapshot) is one insert; only a known row is looked up.
-    if (add.run(id, table, organization).changes > 0) return NOT_FOUND
+    if (add.run(id, table, organization).changes > 0) {
+      wrote = true
+      return NOT_FOUND
+    }
     const routed = get.get(id, table)
     if (routed === organization || routed === undefined) return NOT_FOUND
     put.run(id, table, organization)
+    wrote = true
     return routed
   }
 
   const resolveAll = (batch: RouteBatch): RouteAnswer => {
     const { ids, tables, kinds, organizations } = batch
     for (const [code, organizationId] of batch.newOrganizations) {
-      addOrganization.run(code, organizationId)
+      if (addOrganization.run(code, organizationId).changes > 0) wrote = true
     }
     const found = new Int32Array(ids.length)
     for (const i of inKeyOrder(ids)) {
@@ -175,20 +185,28 @@ export function openRouteFile(path: string, controlPath?: string): RouteFile {
   return {
     db,
     resolve(batch) {
-      // Unsynced, as control.db's live commits (storage/control-file.ts); a held transaction's
-      // commit is synced.
+      // Nothing to ask (a batch of heartbeats, or of control tables): no transaction, no sync.
+      if (batch.ids.length === 0 && batch.newOrganizations.length === 0) return new Int32Array(0)
       const own = !db.inTransaction
-      if (own) db.pragma('synchronous = NORMAL')
-      try {
-        const found = inTransaction(batch)
-        if (own) log.appended()
-        return found
-      } finally {
-        if (own) db.pragma('synchronous = FULL')
-      }
+      if (own) wrote = false
+      const found = inTransaction(batch)
+      // Its own commit is the caller's to sync; a held one's is synced by `commit`.
+      if (own && wrote) log.appended()
+      return found
     },
     organizations: () => readOrganizations.all(),
-    ...held,
+    begin() {
+      if (!db.inTransaction) wrote = false
+      held.begin()
+    },
+    commit() {
+      const holding = db.inTransaction
+      held.commit()
+      if (!holding || !wrote) return
+      log.appended()
+      log.sync()
+    },
+    rollback: () => held.rollback(),
     takeUnsyncedWal: log.take,
     syncWal: log.sync,
     boundWal: (maxBytes) => boundWal(db, path, maxBytes),
@@ -221,7 +239,7 @@ function inKeyOrder(ids: readonly string[]): number[] {
  * into its routing index: copied and committed first, then removed from control.db, so a crash
  * between the two copies them again (the copy skips what is there) and loses none.
  */
-function carryOverFromControl(db: SqliteDatabase, controlPath: string): void {
+function carryOverFromControl(db: SqliteDatabase, path: string, controlPath: string): void {
   if (!existsSync(controlPath)) return
   db.prepare('ATTACH DATABASE ? AS control').run(controlPath)
   try {
@@ -238,6 +256,8 @@ function carryOverFromControl(db: SqliteDatabase, controlPath: string): void {
                INSERT OR IGNORE INTO main.routes (id, source_table, organization)
                  SELECT id, source_table, organization FROM control.routes`)
     })()
+    // On disk before control.db's copy goes.
+    syncWal(`${path}-wal`)
     db.transaction(() => {
       db.exec('DELETE FROM control.routes; DELETE FROM control.route_organizations')
     })()
