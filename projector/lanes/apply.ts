@@ -174,6 +174,8 @@ export interface Applier {
   resolveRoutes(routes: RouteBatch, hold: boolean): ResolvedRoutes
   /** Rolls back control.db's held transaction, and the routing index's if it is on this thread. */
   rollbackControl(): void
+  /** Bounds control.db's log, and the routing index's if it is on this thread (wal.ts). */
+  boundWals(): void
   close(): void
 }
 
@@ -327,6 +329,11 @@ class InlineApplier implements Applier {
     return { found: file.resolve(routes), unsyncedWal: file.takeUnsyncedWal() }
   }
 
+  boundWals(): void {
+    this.#routes?.boundWal(this.#options.walCheckpointBytes)
+    this.control.boundWal(this.#options.walCheckpointBytes)
+  }
+
   rollbackControl(): void {
     this.control.rollback()
     if (this.#routes !== undefined) {
@@ -377,10 +384,8 @@ class InlineApplier implements Applier {
     routeFile.syncWal()
     this.control.syncWal()
     const heldFiles = batch.merge([answer], (index) => records[index])
-    if (!hold) {
-      routeFile.boundWal(this.#options.walCheckpointBytes)
-      this.control.boundWal(this.#options.walCheckpointBytes)
-    } else {
+    if (!hold) this.boundWals()
+    else {
       this.#uncommittedEvents += records.length
       if (loadRoundOver(this.#uncommittedEvents, heldFiles, this.#options)) this.#commitHeld()
       else batch.outcome.committed = false
@@ -416,8 +421,7 @@ class InlineApplier implements Applier {
     const committed = this.#lane.commit(buildAt)
     addTally(this.#drained, committed.events)
     this.control.commit()
-    this.#routes?.boundWal(this.#options.walCheckpointBytes)
-    this.control.boundWal(this.#options.walCheckpointBytes)
+    this.boundWals()
     this.#uncommittedEvents = 0
     return committed
   }

@@ -343,7 +343,7 @@ class LaneCoordinator implements LaneApplier {
       ...[controlWal, routesWal].filter((wal) => wal !== undefined),
     ])
     const heldFiles = batch.merge(answers, recordAt)
-    if (!hold) this.control.boundWal(this.#options.walCheckpointBytes)
+    if (!hold) this.#inner.boundWals()
     else if (!(await this.#barrier.applied(count, heldFiles))) batch.outcome.committed = false
     batch.addEvents(takeTally(this.#barrier.drained))
     return batch.outcome
