@@ -182,6 +182,15 @@ export function openRouteFile(path: string, controlPath?: string): RouteFile {
   const inTransaction = joinable(resolveAll)
   const log = unsyncedLog(path)
 
+  /** Commits the held transaction, and syncs its log when it wrote (as FULL's commit would). */
+  const commit = (): void => {
+    const holding = db.inTransaction
+    held.commit()
+    if (!holding || !wrote) return
+    log.appended()
+    log.sync()
+  }
+
   return {
     db,
     resolve(batch) {
@@ -199,20 +208,15 @@ export function openRouteFile(path: string, controlPath?: string): RouteFile {
       if (!db.inTransaction) wrote = false
       held.begin()
     },
-    commit() {
-      const holding = db.inTransaction
-      held.commit()
-      if (!holding || !wrote) return
-      log.appended()
-      log.sync()
-    },
+    commit,
     rollback: () => held.rollback(),
     takeUnsyncedWal: log.take,
     syncWal: log.sync,
     boundWal: (maxBytes) => boundWal(db, path, maxBytes),
     setCacheKiB: (kib) => setCacheKiB(db, kib),
     close() {
-      held.commit()
+      // Synced whatever it holds: the files it routes to may have committed already.
+      commit()
       log.sync()
       db.close()
     },
