@@ -56,15 +56,16 @@ async function syncOne(path: string, what: 'data' | 'directory'): Promise<boolea
 /**
  * Makes a rebuild's generation durable before CURRENT names it. Its deferred files committed
  * without a sync each (src/sqlite.ts `atPublish`), and every file it created is a new entry in a
- * folder: each database file and log, control.db, then the folders, are synced. After this a
- * power cut leaves the generation as the api is about to serve it. Returns how many files (not
- * folders) it synced.
+ * folder: each database file and log, control.db and the routing index, then the folders, are
+ * synced. After this a power cut leaves the generation as the api is about to serve it. Returns
+ * how many files (not folders) it synced.
  */
 export async function syncGeneration(generation: Generation): Promise<number> {
   const files = readdirSync(generation.organizationsDir)
     .filter((name) => name.endsWith('.db') || name.endsWith('.db-wal'))
     .map((name) => join(generation.organizationsDir, name))
-  files.push(generation.controlPath, `${generation.controlPath}-wal`)
+  for (const path of [generation.controlPath, generation.routesPath])
+    files.push(path, `${path}-wal`)
   const synced = await syncFiles(files)
   await syncDirectory(generation.organizationsDir)
   await syncDirectory(generation.dir)

@@ -13,11 +13,13 @@ afterEach(() => {
 })
 
 describe('syncGeneration', () => {
-  it('syncs every database file and log of the generation, and control.db', async () => {
+  it('syncs every database file and log of the generation, control.db and the routing index', async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'replica-durable-'))
     dirs.push(dataDir)
     const generation = prepareGeneration(dataDir, 'g2')
     writeFileSync(generation.controlPath, 'control')
+    writeFileSync(generation.routesPath, 'routes')
+    writeFileSync(`${generation.routesPath}-wal`, 'routes log')
     for (const name of [`${uuid(1)}.db`, `${uuid(1)}.db-wal`, `${uuid(2)}.v2.db`]) {
       writeFileSync(join(generation.organizationsDir, name), 'x')
     }
@@ -26,7 +28,7 @@ describe('syncGeneration', () => {
       writeFileSync(join(generation.organizationsDir, name), '')
     }
     // control.db has no log here: skipped, not an error.
-    await expect(syncGeneration(generation)).resolves.toBe(4)
+    await expect(syncGeneration(generation)).resolves.toBe(6)
   })
 
   it('fails on a file it cannot open, rather than publish what it did not sync', async () => {
