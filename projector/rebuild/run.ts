@@ -418,7 +418,12 @@ function checkDiskSpace(
     if (fileKeys !== undefined && !fileKeys.has(parsed.fileKey)) continue
     bytes += statSync(join(live.organizationsDir, name)).size
   }
-  if (fileKeys === undefined) bytes += statSync(live.controlPath).size
+  if (fileKeys === undefined) {
+    // A whole rebuild writes both again; a generation made before 2026-11-30 has no routes.db.
+    for (const path of [live.controlPath, live.routesPath]) {
+      if (existsSync(path)) bytes += statSync(path).size
+    }
+  }
   const fs = statfsSync(dataDir)
   const problem = diskSpaceProblem(dataDir, bytes, fs.bavail * fs.bsize)
   if (problem !== undefined) throw new RebuildRefused(problem)
