@@ -364,15 +364,14 @@ class InlineApplier implements Applier {
     }
     const batch = new PackedBatch(this.#pack, recordBytes(records))
     const hold = this.#holdsTransactions()
-    const routeFile = this.#routeFile()
     let answer: LaneOutcome | undefined
+    let routesWal: string | undefined
     try {
-      if (hold) {
-        this.control.begin()
-        routeFile.begin()
-      }
+      if (hold) this.control.begin()
       const routes = batch.collect(packRecords(records))
-      batch.settle(routes, routeFile.resolve(routes))
+      const resolved = this.resolveRoutes(routes, hold)
+      routesWal = resolved.unsyncedWal
+      batch.settle(routes, resolved.found)
       const [share] = batch.shares(this.#clock().getTime(), hold)
       answer = share === undefined ? undefined : this.#applyInline(share)
     } catch (error) {
@@ -380,8 +379,9 @@ class InlineApplier implements Applier {
       throw error
     }
     // Its files' logs, the routing index's and control.db's (committed unsynced: pack.ts).
-    for (const wal of answer?.unsyncedWals ?? []) syncWal(wal)
-    routeFile.syncWal()
+    for (const wal of [...(answer?.unsyncedWals ?? []), routesWal]) {
+      if (wal !== undefined) syncWal(wal)
+    }
     this.control.syncWal()
     const heldFiles = batch.merge([answer], (index) => records[index])
     if (!hold) this.boundWals()

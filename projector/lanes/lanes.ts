@@ -361,19 +361,21 @@ class LaneCoordinator implements LaneApplier {
     packed: (() => void) | undefined,
   ): Promise<string | undefined> {
     const routes = batch.collect(pack)
-    if (this.#routes === undefined) {
-      const { found, unsyncedWal } = this.#inner.resolveRoutes(routes, hold)
-      batch.settle(routes, found, packed)
-      return unsyncedWal
-    }
-    const resolving = this.#routes.resolve(routes, hold)
-    this.#inFlight.add(resolving)
+    const { found, unsyncedWal } =
+      this.#routes === undefined
+        ? this.#inner.resolveRoutes(routes, hold)
+        : await this.#inFlightUntil(this.#routes.resolve(routes, hold))
+    batch.settle(routes, found, packed)
+    return unsyncedWal
+  }
+
+  /** `work`, counted as in flight (`#idle`) until it settles. */
+  async #inFlightUntil<T>(work: Promise<T>): Promise<T> {
+    this.#inFlight.add(work)
     try {
-      const { found, unsyncedWal } = await resolving
-      batch.settle(routes, found, packed)
-      return unsyncedWal
+      return await work
     } finally {
-      this.#inFlight.delete(resolving)
+      this.#inFlight.delete(work)
     }
   }
 
@@ -391,15 +393,10 @@ class LaneCoordinator implements LaneApplier {
         return thread.request(share.request, share.transfer)
       }),
     )
-    this.#inFlight.add(handed)
-    try {
-      const settled = await handed
-      const failed = settled.find((r) => r.status === 'rejected')
-      if (failed !== undefined) throw failed.reason
-      return settled.map((r) => (r.status === 'fulfilled' ? r.value : undefined))
-    } finally {
-      this.#inFlight.delete(handed)
-    }
+    const settled = await this.#inFlightUntil(handed)
+    const failed = settled.find((r) => r.status === 'rejected')
+    if (failed !== undefined) throw failed.reason
+    return settled.map((r) => (r.status === 'fulfilled' ? r.value : undefined))
   }
 
   applyBatch(records: readonly SourceRecord[]): Promise<BatchOutcome> {
