@@ -13,11 +13,10 @@
 // document build at catch-up and the swap of a rebuilt file run on the main thread, with the
 // lanes idle, through the single-threaded applier (apply.ts), which also keeps control.db.
 import { dirname } from 'node:path'
-import { Worker } from 'node:worker_threads'
 import type { Logger } from 'pino'
 import { createApplier, type Applier, type ApplierOptions, type BuiltAtCommit } from './apply.ts'
 import { addDocumentStats } from './lane-core.ts'
-import { workerSource } from './worker-source.ts'
+import { ThreadChannel, type DistributiveOmit } from './thread-channel.ts'
 import type { ControlFile } from '../storage/control-file.ts'
 import { syncWals } from '../storage/wal.ts'
 import type { SourceRecord } from '../decode/decode.ts'
@@ -101,73 +100,40 @@ export interface LaneApplier {
  */
 export const FILE_BATCHES_AHEAD = 2
 
-interface Pending {
-  resolve: (outcome: LaneOutcome | undefined) => void
-  reject: (error: Error) => void
-}
-
-/** One lane's thread, and the requests it has not answered yet (answered in order). */
+/** One lane's thread: its requests, answered in order (thread-channel.ts). */
 class LaneThread {
-  readonly #worker: Worker
-  readonly #pending = new Map<number, Pending>()
-  #seq = 0
-  #terminated = false
-  failure: LaneFailure | undefined
+  readonly #channel: ThreadChannel<LaneRequest, LaneAnswer>
 
-  constructor(
-    readonly lane: number,
-    options: LaneOptions,
-    buffers: BufferPool,
-  ) {
-    // A small young generation, as the build workers have (build-pool.ts): V8's default sizes it
-    // for throughput, at tens of MB of resident memory per thread for no measurable speed.
-    this.#worker = new Worker(workerSource(laneModule), {
-      eval: true,
+  constructor(lane: number, options: LaneOptions, buffers: BufferPool) {
+    this.#channel = new ThreadChannel<LaneRequest, LaneAnswer>({
+      lane,
+      module: laneModule,
       workerData: options,
-      resourceLimits: { maxYoungGenerationSizeMb: 8 },
+      youngGenerationMb: 8,
+      // A file line that is not a record fails its batch, not the lane.
+      requestError: (answer) =>
+        answer.fileSource ? new FileSourceError(answer.message) : undefined,
+      onAnswer: (answer) => {
+        if (answer.buffer !== undefined) buffers.give(answer.buffer)
+      },
     })
-    this.#worker.on('message', (answer: LaneAnswer) => {
-      const pending = this.#pending.get(answer.seq)
-      this.#pending.delete(answer.seq)
-      if (answer.ok && answer.buffer !== undefined) buffers.give(answer.buffer)
-      if (answer.ok) pending?.resolve(answer.outcome)
-      else if (answer.fileSource) pending?.reject(new FileSourceError(answer.message))
-      else this.#fail(answer.message, pending, answer.code)
-    })
-    this.#worker.on('error', (error: Error) => this.#fail(error.message))
-    this.#worker.on('exit', (code: number) => this.#fail(`lane thread exited (${code})`))
   }
 
-  #fail(message: string, pending?: Pending, code?: string): void {
-    this.failure ??= new LaneFailure(this.lane, message, code)
-    pending?.reject(this.failure)
-    for (const p of this.#pending.values()) p.reject(this.failure)
-    this.#pending.clear()
+  get failure(): LaneFailure | undefined {
+    return this.#channel.failure
   }
 
-  request(
+  async request(
     request: DistributiveOmit<LaneRequest, 'seq'>,
     transfer: ArrayBuffer[] = [],
   ): Promise<LaneOutcome | undefined> {
-    if (this.failure !== undefined) return Promise.reject(this.failure)
-    if (this.#terminated) return Promise.reject(new Error(`lane ${this.lane} has stopped`))
-    const seq = ++this.#seq
-    return new Promise((resolve, reject) => {
-      this.#pending.set(seq, { resolve, reject })
-      this.#worker.postMessage({ ...request, seq }, transfer)
-    })
+    return (await this.#channel.request(request, transfer)).outcome
   }
 
-  async terminate(): Promise<void> {
-    this.#terminated = true
-    for (const p of this.#pending.values()) p.reject(new Error(`lane ${this.lane} has stopped`))
-    this.#pending.clear()
-    this.#worker.removeAllListeners()
-    await this.#worker.terminate()
+  terminate(): Promise<void> {
+    return this.#channel.terminate()
   }
 }
-
-type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never
 
 export function createLaneApplier(options: LaneApplierOptions): LaneApplier {
   if (options.onlyOrganizations !== undefined) {
