@@ -41,7 +41,7 @@ import { parseArgs } from 'node:util'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Kafka, logLevel } from 'kafkajs'
 import pg from 'pg'
-import { consumerLagBy, Pipeline, TOPIC_PREFIX } from '../test/support/e2e.ts'
+import { consumerLagBy, metricValue, Pipeline, TOPIC_PREFIX } from '../test/support/e2e.ts'
 import {
   CREATED_AT,
   insertApiKey,
@@ -151,6 +151,33 @@ interface StepResult {
   quietMs: number[]
   /** Each part of the pipeline's share of one core over the step (machine-cpu.ts). */
   cpu: Array<[string, number]>
+  /** The projector's groups over the step, from its /metrics. */
+  groups: GroupFigures
+}
+
+/** The projector's applied groups: how many, of how many events, delivered to committed in all. */
+interface GroupFigures {
+  groups: number
+  events: number
+  applySeconds: number
+}
+
+/** The projector's group counters now (a step's figures are the difference of two readings). */
+async function groupFigures(pipeline: Pipeline): Promise<GroupFigures> {
+  const text = await pipeline.projector!.metrics()
+  return {
+    groups: metricValue(text, 'replica_projector_batch_apply_seconds_count'),
+    events: metricValue(text, 'replica_projector_events_total'),
+    applySeconds: metricValue(text, 'replica_projector_batch_apply_seconds_sum'),
+  }
+}
+
+function groupsBetween(a: GroupFigures, b: GroupFigures): GroupFigures {
+  return {
+    groups: b.groups - a.groups,
+    events: b.events - a.events,
+    applySeconds: b.applySeconds - a.applySeconds,
+  }
 }
 
 /** The pipeline's processes by their command lines; the bench is this process. */
@@ -464,6 +491,7 @@ async function main(): Promise<void> {
       const label = rate === Infinity ? 'max' : String(rate)
       process.stderr.write(`step ${label} transactions/s for ${STEP_SECONDS} s...\n`)
       const until = Date.now() + STEP_SECONDS * 1000
+      const groupsBefore = await groupFigures(pipeline)
       quietDuringStep = []
       const lags: number[] = []
       const lagSampler = (async () => {
@@ -495,10 +523,11 @@ async function main(): Promise<void> {
         await Promise.all(inFlight)
       })()
       const { tps, cpu } = await driveMeasured(pool, orgs, rate, until)
+      const groups = groupsBetween(groupsBefore, await groupFigures(pipeline))
       await Promise.all([lagSampler, prober])
       consumer.resume([{ topic: providersTopic }])
       const samples = await hops(probed, appended)
-      results.push({ rate, tps, samples, lags, quietMs: [...quietDuringStep], cpu })
+      results.push({ rate, tps, samples, lags, quietMs: [...quietDuringStep], cpu, groups })
       report(label, results.at(-1)!)
       // Let the pipeline drain before the next step.
       await drained()
@@ -647,12 +676,26 @@ function report(label: string, r: StepResult): void {
       `    hop commit -> Kafka append        p50/p90/p99/max ms: ${stats(r.samples.map((s) => s.kafkaMs))}`,
       `    hop Kafka -> projector commit     p50/p90/p99/max ms: ${stats(r.samples.map((s) => s.projectorMs))}`,
       `    hop projector commit -> served    p50/p90/p99/max ms: ${stats(r.samples.map((s) => s.servedMs))}`,
+      `    projector groups: ${formatGroups(r.groups)}`,
       `    consumer lag (records): max ${lags.length === 0 ? 'n/a' : Math.max(...lags)}, samples ${lags.join(' ')}`,
       `    quiet organization's Replica-Lag-Ms   p50/p90/p99/max ms: ${stats(r.quietMs)}`,
       `    CPU, share of one core: ${formatShares(r.cpu, availableParallelism())}`,
       '',
     ].join('\n'),
   )
+}
+
+/**
+ * A step's groups: their rate, mean size, and the mean time from a group's first delivery by
+ * kafkajs to its files committed (the projector's batch_apply_seconds: it counts the wait behind
+ * the group before).
+ */
+function formatGroups(g: GroupFigures): string {
+  if (g.groups === 0) return 'none'
+  const perSecond = Math.round(g.groups / STEP_SECONDS)
+  const size = Math.round(g.events / g.groups)
+  const ms = ((g.applySeconds * 1000) / g.groups).toFixed(1)
+  return `${perSecond}/s, ${size} events each, ${ms} ms each from delivered to committed`
 }
 
 main().catch((error: unknown) => {
