@@ -31,7 +31,7 @@ import {
   type OrganizationFile,
   type PriorOrganizationStamp,
 } from '../storage/organization-file.ts'
-import { errorCode } from './lane-failure.ts'
+import { failedAnswer } from './lane-failure.ts'
 import { FileSourceError, LineReader } from '../decode/file-line.ts'
 import { LoadSpool } from './load-spool.ts'
 
@@ -313,14 +313,8 @@ export class LaneCore {
       }
       return { seq: request.seq, ok: true }
     } catch (error) {
-      return {
-        seq: request.seq,
-        ok: false,
-        message: error instanceof Error ? error.message : String(error),
-        // SQLite's or Node's error code (a full disk: SQLITE_FULL, ENOSPC), for the main thread.
-        code: errorCode(error),
-        fileSource: error instanceof FileSourceError,
-      }
+      // With SQLite's or Node's error code (a full disk: SQLITE_FULL, ENOSPC), for the main thread.
+      return { ...failedAnswer(request.seq, error), fileSource: error instanceof FileSourceError }
     }
   }
 }

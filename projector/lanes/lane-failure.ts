@@ -14,6 +14,20 @@ export class LaneFailure extends Error {
   }
 }
 
+/** What a thread answers when a request failed (thread-channel.ts). */
+export interface FailedAnswer {
+  seq: number
+  ok: false
+  message: string
+  code?: string | undefined
+}
+
+/** A failed request's answer: the error's message and code, never its stack. */
+export function failedAnswer(seq: number, error: unknown): FailedAnswer {
+  const message = error instanceof Error ? error.message : String(error)
+  return { seq, ok: false, message, code: errorCode(error) }
+}
+
 /** SQLite's or Node's code of an error (a full disk: SQLITE_FULL, ENOSPC), to send across threads. */
 export function errorCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null)?.code

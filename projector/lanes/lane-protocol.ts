@@ -6,6 +6,7 @@ import type { BadEventReason, SourceRecord } from '../decode/decode.ts'
 import type { RefreshStats } from '../documents/index.ts'
 import type { OrganizationEvent } from '../storage/organization-file.ts'
 import type { EventTally } from './outcome.ts'
+import type { FailedAnswer } from './lane-failure.ts'
 
 export type { EventTally } from './outcome.ts'
 
@@ -104,4 +105,5 @@ export type LaneAnswer =
       /** A batch's buffer, handed back once applied for the next batches (lanes.ts BufferPool). */
       buffer?: ArrayBuffer
     }
-  | { seq: number; ok: false; message: string; code: string | undefined; fileSource: boolean }
+  /** `fileSource`: a file line that is not a record, which fails its batch, not the lane. */
+  | (FailedAnswer & { fileSource: boolean })

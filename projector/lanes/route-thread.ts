@@ -4,8 +4,8 @@
 // Here the index resolves batch N's routes while the main thread reads and collects batch N+1;
 // requests are answered in order, so every batch finds the routes of the batches before it.
 import type { ResolvedRoutes, RouteAnswer, RouteBatch } from '../storage/route-file.ts'
-import type { LaneFailure } from './lane-failure.ts'
-import { ThreadChannel, type FailedAnswer } from './thread-channel.ts'
+import type { FailedAnswer, LaneFailure } from './lane-failure.ts'
+import { ThreadChannel } from './thread-channel.ts'
 
 const routeWorker = new URL('./route-worker.ts', import.meta.url)
 

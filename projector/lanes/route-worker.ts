@@ -5,7 +5,7 @@
 import { parentPort, workerData } from 'node:worker_threads'
 import { generation as generationAt } from '../../src/layout.ts'
 import { openRouteFile } from '../storage/route-file.ts'
-import { errorCode } from './lane-failure.ts'
+import { failedAnswer } from './lane-failure.ts'
 import type { RouteThreadOptions, RouteThreadRequest, RouteThreadAnswer } from './route-thread.ts'
 
 const options = workerData as RouteThreadOptions
@@ -42,8 +42,7 @@ parentPort?.on('message', (request: RouteThreadRequest) => {
   try {
     reply = answer(request)
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error)
-    reply = { seq: request.seq, ok: false, message, code: errorCode(error) }
+    reply = failedAnswer(request.seq, error)
   }
   const transfer = reply.ok && reply.found !== undefined ? [reply.found.buffer as ArrayBuffer] : []
   parentPort?.postMessage(reply, transfer)

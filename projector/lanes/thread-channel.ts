@@ -5,15 +5,7 @@
 // however many batches were in flight (lane-failure.ts).
 import { Worker } from 'node:worker_threads'
 import { workerSource } from './worker-source.ts'
-import { LaneFailure } from './lane-failure.ts'
-
-/** What a thread answers when a request fails. */
-export interface FailedAnswer {
-  seq: number
-  ok: false
-  message: string
-  code?: string | undefined
-}
+import { LaneFailure, type FailedAnswer } from './lane-failure.ts'
 
 export type ThreadAnswer = { seq: number; ok: true } | FailedAnswer
 export type Answered<A extends ThreadAnswer> = Extract<A, { ok: true }>
