@@ -20,7 +20,7 @@ import type { SourceRecord } from '../decode/decode.ts'
 import { heartbeatCommitMs, type FreshnessTracker } from './freshness.ts'
 import { FreshnessPump } from './freshness-pump.ts'
 import { LagWatch } from './lag-watch.ts'
-import { ConsumedPositions } from './positions.ts'
+import { ConsumedPositions, type PartitionOffset } from './positions.ts'
 import { handoverSeeks, type HandoverRequest } from '../storage/handover.ts'
 import {
   committedOffsets,
@@ -28,6 +28,7 @@ import {
   eventsInTopics,
   groupLag,
   partitionEnds,
+  partitionKey,
 } from './topic-admin.ts'
 
 export interface KafkaSourceOptions {
@@ -209,8 +210,10 @@ class KafkaChangeSource implements KafkaSource {
   #lastGroupTakenAt = Number.NEGATIVE_INFINITY
   #settling: Promise<void> = Promise.resolve()
   #onGroupTaken: Array<() => void> = []
-  /** A group that failed to settle: no later one may commit past it (kafkajs redelivers). */
+  /** A group that failed to settle: no later one may commit past it (`#reread`). */
   #broken: Error | undefined
+  /** Per partition, the first offset delivered and not recorded since a group failed (`#reread`). */
+  readonly #rereadFrom = new Map<string, PartitionOffset>()
 
   constructor(options: KafkaSourceOptions) {
     this.#options = options
@@ -434,8 +437,8 @@ class KafkaChangeSource implements KafkaSource {
           if (this.#lag.caughtUp && (this.#options.liveApplyIntervalMs ?? 0) > 0)
             await this.#paced()
           if (this.#broken !== undefined || this.#failed) {
-            // kafkajs redelivers them from the committed offsets.
-            this.#took(this.#pending.length)
+            const dropped = this.#took(this.#pending.length)
+            if (!this.#failed) this.#reread(dropped)
             break
           }
           const group = this.#took(this.#groupSize())
@@ -518,13 +521,18 @@ class KafkaChangeSource implements KafkaSource {
 
   /** Records a group's outcome once it is applied, after every group before it. */
   async #settle(group: Delivery[], applied: Promise<BatchOutcome>): Promise<void> {
-    if (this.#broken !== undefined || this.#failed) return
+    if (this.#failed) return
+    if (this.#broken !== undefined) {
+      this.#reread(group)
+      return
+    }
     let outcome: BatchOutcome
     try {
       outcome = await applied
     } catch (error) {
       if (!(error instanceof Error) || this.#options.onFatal?.(error) !== true) {
         this.#broken = asError(error)
+        this.#reread(group)
         return
       }
       // Stopping: the offsets of this group (and of what the load held) are never committed.
@@ -537,6 +545,36 @@ class KafkaChangeSource implements KafkaSource {
       await this.#recordOutcome(group, outcome)
     } catch (error) {
       this.#broken = asError(error)
+      this.#reread(group)
+    }
+  }
+
+  /**
+   * Deliveries that will not be recorded: a group that failed to settle, and every one behind it.
+   * kafkajs fetches from past them (each delivery's offset was resolved as it arrived), and it
+   * goes back to the committed offsets only when it joins its group again: dropped as they were,
+   * they were lost (a file that applied what came after skips them when they come again). So the
+   * consumer is sent back to the first of each partition's, at once, and reads them again; every
+   * file skips what it applied already. A consumer kafkajs restarts meanwhile starts from the
+   * committed offsets.
+   */
+  #reread(deliveries: readonly Delivery[]): void {
+    const consumer = this.#consumer
+    if (consumer === undefined) return
+    for (const { payload, records } of deliveries) {
+      const { topic, partition } = payload.batch
+      const key = partitionKey(topic, partition)
+      const first = records[0]!.offset
+      const known = this.#rereadFrom.get(key)
+      if (known !== undefined && BigInt(known.offset) <= BigInt(first)) continue
+      const seek = { topic, partition, offset: first }
+      this.#rereadFrom.set(key, seek)
+      try {
+        consumer.seek(seek)
+      } catch (error) {
+        // Not running any more: kafkajs restarts it from the committed offsets.
+        this.#logger.warn({ err: error, seek }, 'could not send the consumer back')
+      }
     }
   }
 
@@ -545,6 +583,8 @@ class KafkaChangeSource implements KafkaSource {
   async #throwIfBroken(): Promise<void> {
     if (this.#broken === undefined) return
     await this.#settling
+    // Every group that failed is settled: what comes next is read from where they began.
+    this.#rereadFrom.clear()
     const error = this.#broken
     this.#broken = undefined
     throw error

@@ -22,7 +22,7 @@ import { loadProjectorConfig } from '../../../src/config.ts'
 import { currentGeneration } from '../../../src/layout.ts'
 import { createLogger } from '../../../src/log.ts'
 import { createProgress } from '../../../src/progress.ts'
-import { kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
+import { createTopics, kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
 import {
   ORG_A,
   identifierRow,
@@ -445,6 +445,72 @@ describe('projector on Kafka', () => {
       expect(committed).toEqual([1n, 2n, 3n])
       await new Promise((r) => setTimeout(r, 500))
       expect(calls).toHaveLength(2)
+    } finally {
+      release()
+      await admin.disconnect()
+      await source.stop()
+    }
+  })
+
+  it('reads again what was delivered behind a group that failed to settle: none of it is lost', async () => {
+    // The first group's files fail to commit, once: it is not recorded, and nor is what was
+    // delivered behind it while it applied. kafkajs fetches on from past those (their offsets were
+    // resolved as they arrived), so the source sends the consumer back to the first of them.
+    const topic = 'reread.public.a'
+    const groupId = 'it-reread'
+    await createTopics(kafka.brokers, [topic])
+    const calls: Array<readonly SourceRecord[]> = []
+    let release!: () => void
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    let commits = 0
+    let caughtUp!: () => void
+    const ready = new Promise<void>((resolve) => (caughtUp = resolve))
+    const source = createKafkaSource({
+      brokers: kafka.brokers,
+      clientId: groupId,
+      groupId,
+      topicPrefix: 'reread',
+      topics: [topic],
+      logger: pino({ level: 'silent' }),
+      applier: {
+        applyBatch: async (records) => {
+          calls.push(records)
+          if (calls.length === 1) await gate
+          return emptyOutcome()
+        },
+        commit: () => {
+          if (++commits === 1) throw new Error('the files could not commit')
+          return {}
+        },
+        buildInProgress: () => undefined,
+      },
+      onBatch: () => undefined,
+      onLag: () => undefined,
+      onCaughtUp: () => Promise.resolve(caughtUp()),
+      lagIntervalMs: 200,
+    })
+    await source.start()
+    const admin = kafkaClient(kafka.brokers).admin()
+    await admin.connect()
+    try {
+      await ready
+      await sendNumbered(topic, 1)
+      await eventually(() => (calls.length === 1 ? true : undefined))
+      for (let n = 1; n <= 5; n++) {
+        await producer.send({ topic, messages: [{ key: `k${n}`, value: `{"n":${n}}` }] })
+      }
+      // Delivered behind the held group, waiting.
+      await new Promise((r) => setTimeout(r, 1_500))
+      release()
+      const applied = () => new Set(calls.flatMap((records) => records.map((r) => r.offset)))
+      await eventually(() =>
+        ['0', '1', '2', '3', '4', '5'].every((offset) => applied().has(offset)) ? true : undefined,
+      )
+      const committed = await eventually(async () => {
+        const offset = (await committedOffsets(admin, groupId, [topic])).get(partitionKey(topic, 0))
+        return offset === 6n ? offset : undefined
+      })
+      expect(committed).toBe(6n)
     } finally {
       release()
       await admin.disconnect()
