@@ -62,6 +62,12 @@ export interface KafkaSourceOptions {
   /** Live, the least time between the starts of two applied groups (`#paced`); 0 by default. */
   liveApplyIntervalMs?: number
   /**
+   * How many times kafkajs retries a failing fetch or commit before it gives the consumer up and
+   * the source builds a new one (`#consumerLost`): 10 by default, about two and a half minutes of
+   * a lost broker. Tests set 0 to have a lost broker give the consumer up at once.
+   */
+  consumerRetries?: number
+  /**
    * Rebuilt organization files waiting for this projector (storage/handover.ts): once caught up,
    * looked for before a batch (at most every `HANDOVER_LOOK_MS`), and every `handoverIntervalMs`
    * while no batch comes.
@@ -91,7 +97,7 @@ export interface KafkaSourceOptions {
   }
 }
 
-/** The Kafka consumer stopped and kafkajs will not restart it: the projector must stop. */
+/** The Kafka consumer stopped on an error no new consumer would get past: the projector must stop. */
 export class ConsumerFailure extends Error {
   override name = 'ConsumerFailure'
 }
@@ -183,12 +189,19 @@ class KafkaChangeSource implements KafkaSource {
   readonly #positions = new ConsumedPositions()
   readonly #lag: LagWatch
   readonly #freshness: FreshnessPump | undefined
+  /** The consumer in the group; undefined while none is (between a lost one and its successor). */
   #consumer: Consumer | undefined
+  /** A lost consumer's successor being built (`#consumerLost`). */
+  #rebuilding: Promise<void> | undefined
+  /** How long the next successor waits before it joins: doubles while consumers keep failing. */
+  #rebuildDelayMs = REBUILD_DELAY_MS.first
   #producer: Producer | undefined
   /** The dead-letter producer's connection, made beside the consumer's group join (`#connect`). */
   #producerConnected: Promise<void> | undefined
   #admin: Admin | undefined
   #stopping = false
+  /** Aborted as the source stops: ends the waits of a consumer's successor (`#consumerLost`). */
+  readonly #stopped = new AbortController()
   /** The applier failed for good (`onFatal`): nothing more is applied or committed. */
   #failed = false
   #lastBeatCommitAt = 0
@@ -289,6 +302,7 @@ class KafkaChangeSource implements KafkaSource {
   /** No more lag checks, freshness fetches or hand-overs: stopping, or the applier failed. */
   #halt(): void {
     this.#stopping = true
+    this.#stopped.abort()
     this.#lag.stop()
     this.#freshness?.stop()
   }
@@ -322,22 +336,58 @@ class KafkaChangeSource implements KafkaSource {
     // A dead letter waits for it (#sendDeadLetters); start-up fails if it does.
     const producerConnected = (this.#producerConnected = producer.connect())
     producerConnected.catch(() => undefined)
-    const consumer = (this.#consumer = consumerOf(this.#kafka, options.groupId))
-    // A consumer kafkajs will not restart (a non-retriable error, such as the group's
-    // authorization refused) would leave the process up and consuming nothing, its lag growing
-    // and /readyz never ready: it stops the projector instead (exit 1), and the restart resumes
-    // from the committed offsets. A member dropped from its group rejoins instead
-    // (`errorForKafkajs`).
+    await this.#startConsumer()
+    await producerConnected
+  }
+
+  /**
+   * A new consumer in the group, consuming from the committed offsets. kafkajs retries what fails
+   * (a fetch, a commit, a lost broker) for a while; when it gives the consumer up, it stops it and
+   * leaves the group: a retriable failure builds the next consumer (`#consumerLost`), any other
+   * stops the projector (exit 1: a consumer kafkajs will not get past, such as the group's
+   * authorization refused, would leave the process up and consuming nothing, its lag growing and
+   * /readyz never ready; the restart resumes from the committed offsets). A member dropped from
+   * its group while it runs rejoins instead (`errorForKafkajs`).
+   */
+  async #startConsumer(): Promise<void> {
+    const { groupId, consumerRetries } = this.#options
+    let lost = false
+    const consumer = consumerOf(this.#kafka, groupId, {
+      retries: consumerRetries ?? CONSUMER_RETRIES,
+      onRetriableCrash: (error) => {
+        lost = true
+        this.#consumerLost(consumer, error)
+      },
+    })
+    // Emitted after `onRetriableCrash`, when kafkajs has judged the error retriable.
     consumer.on(consumer.events.CRASH, ({ payload }) => {
-      if (payload.restart || this.#stopping) return
+      if (lost || this.#stopping) return
+      if (passingForKafkajs(payload.error)) {
+        lost = true
+        this.#consumerLost(consumer, payload.error)
+        return
+      }
       const failure = new ConsumerFailure(payload.error.message)
       this.#logger.error({ err: payload.error }, 'the Kafka consumer stopped for good')
-      options.onFatal?.(failure)
+      this.#options.onFatal?.(failure)
     })
-    // Partitions this consumer no longer holds are not behind for it.
-    consumer.on(consumer.events.GROUP_JOIN, () => this.#behind.clear())
-    await consumer.connect()
-    await consumer.subscribe({ topics: this.#topics, fromBeginning: true })
+    consumer.on(consumer.events.GROUP_JOIN, () => {
+      // Partitions this consumer no longer holds are not behind for it.
+      this.#behind.clear()
+      this.#rebuildDelayMs = REBUILD_DELAY_MS.first
+    })
+    try {
+      await consumer.connect()
+      await consumer.subscribe({ topics: this.#topics, fromBeginning: true })
+    } catch (error) {
+      await consumer.disconnect().catch(() => undefined)
+      throw error
+    }
+    if (this.#stopping) {
+      await consumer.disconnect().catch(() => undefined)
+      return
+    }
+    this.#consumer = consumer
     await consumer.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
@@ -347,7 +397,46 @@ class KafkaChangeSource implements KafkaSource {
           throw errorForKafkajs(asError(error))
         }),
     })
-    await producerConnected
+  }
+
+  /**
+   * kafkajs gave the consumer up on a retriable error (a broker lost for longer than its retries,
+   * no broker left in its metadata): it has stopped it and left the group. kafkajs could restart
+   * it itself, as a new member with a new fetch loop, but the drain would still hold the lost
+   * one's deliveries and commit through whichever consumer is current: the e2e fault test "Kafka
+   * lost mid-stream" once saw the restarted member dropped from its group every 30 s after that,
+   * for good (CI, 2026-11-30). So the source builds the successor itself, from a settled state:
+   * the deliveries not taken yet are dropped (Kafka redelivers them from the committed offsets,
+   * and every file skips what it applied already), the group in hand is applied and recorded, its
+   * offsets kept for the successor to commit, and only then does a new consumer join.
+   */
+  #consumerLost(lostConsumer: Consumer, error: Error): void {
+    this.#logger.warn(
+      { err: error },
+      'the Kafka consumer gave up; a new one resumes from the committed offsets',
+    )
+    if (this.#consumer === lostConsumer) this.#consumer = undefined
+    this.#took(this.#pending.length)
+    const delayMs = this.#rebuildDelayMs
+    this.#rebuildDelayMs = Math.min(delayMs * 2, REBUILD_DELAY_MS.most)
+    const previous = this.#rebuilding ?? Promise.resolve()
+    const rebuilding = (this.#rebuilding = (async () => {
+      await previous
+      await this.#settling
+      // What the lost consumer's groups could not commit is committed by its successor, or
+      // redelivered to it: none of it is lost.
+      this.#broken = undefined
+      this.#rereadFrom.clear()
+      await abortableSleep(delayMs, this.#stopped.signal)
+      await untilKafkaAnswers(() => this.#startConsumer(), {
+        stopped: () => this.#stopping,
+        logger: this.#logger,
+        message: 'cannot reach Kafka; retrying',
+        signal: this.#stopped.signal,
+      })
+    })().finally(() => {
+      if (this.#rebuilding === rebuilding) this.#rebuilding = undefined
+    }))
   }
 
   async #disconnectAll(): Promise<void> {
@@ -363,7 +452,7 @@ class KafkaChangeSource implements KafkaSource {
 
   async #applyBatch(payload: EachBatchPayload): Promise<void> {
     const { batch } = payload
-    await this.#throwIfBroken()
+    await this.#throwIfBroken(payload)
     if (batch.messages.length === 0 || !payload.isRunning() || payload.isStale()) return
     if (this.#failed) return
     if (batch.topic === this.#options.freshness?.heartbeatTopic) {
@@ -409,7 +498,7 @@ class KafkaChangeSource implements KafkaSource {
     while (this.#pendingOverBounds() && this.#draining) {
       await heartbeating(payload, this.#groupTaken())
     }
-    await this.#throwIfBroken()
+    await this.#throwIfBroken(payload)
   }
 
   /** Starts the drain unless it runs: it takes what arrives meanwhile itself. */
@@ -555,8 +644,8 @@ class KafkaChangeSource implements KafkaSource {
    * goes back to the committed offsets only when it joins its group again: dropped as they were,
    * they were lost (a file that applied what came after skips them when they come again). So the
    * consumer is sent back to the first of each partition's, at once, and reads them again; every
-   * file skips what it applied already. A consumer kafkajs restarts meanwhile starts from the
-   * committed offsets.
+   * file skips what it applied already. A consumer lost meanwhile needs none of this: its
+   * successor starts from the committed offsets (`#consumerLost`).
    */
   #reread(deliveries: readonly Delivery[]): void {
     const consumer = this.#consumer
@@ -572,22 +661,26 @@ class KafkaChangeSource implements KafkaSource {
       try {
         consumer.seek(seek)
       } catch (error) {
-        // Not running any more: kafkajs restarts it from the committed offsets.
+        // Not running any more: it is being lost, and its successor reads from the committed offsets.
         this.#logger.warn({ err: error, seek }, 'could not send the consumer back')
       }
     }
   }
 
-  /** A group failed to settle: thrown to kafkajs once all are settled; it restarts from the
-   * committed offsets, which none of the later groups moved. */
-  async #throwIfBroken(): Promise<void> {
+  /**
+   * A group failed to settle: thrown to kafkajs once all are settled; it restarts from the
+   * committed offsets, which none of the later groups moved. The wait stays in the group: groups
+   * spread over thousands of files take seconds, and a member silent for a session is dropped.
+   */
+  async #throwIfBroken(payload: EachBatchPayload): Promise<void> {
     if (this.#broken === undefined) return
-    await this.#settling
+    await heartbeating(payload, this.#settling)
     // Every group that failed is settled: what comes next is read from where they began.
     this.#rereadFrom.clear()
     const error = this.#broken
     this.#broken = undefined
-    throw error
+    // Cleared meanwhile if its consumer was lost: its successor is consuming from there.
+    if (error !== undefined) throw error
   }
 
   async #recordOutcome(group: Delivery[], outcome: BatchOutcome): Promise<void> {
@@ -624,7 +717,8 @@ class KafkaChangeSource implements KafkaSource {
       await this.#commitApplied(lastRound)
     }
     const newest = group[group.length - 1]!
-    await newest.payload.heartbeat()
+    // Not through a consumer that stopped (a stop, or one kafkajs gave up: `#consumerLost`).
+    if (running) await newest.payload.heartbeat()
     const seconds = Number(process.hrtime.bigint() - group[0]!.started) / 1e9
     this.#options.onBatch(outcome, seconds)
     // A partition is at its end: the replica may have caught up now, not at the next tick
@@ -776,7 +870,11 @@ function bytesOf(batch: EachBatchPayload['batch']): number {
   return bytes
 }
 
-function consumerOf(kafka: Kafka, groupId: string): Consumer {
+function consumerOf(
+  kafka: Kafka,
+  groupId: string,
+  { retries, onRetriableCrash }: { retries: number; onRetriableCrash: (error: Error) => void },
+): Consumer {
   return kafka.consumer({
     groupId,
     // Small fetches, as memory goes: a fetched response stays in memory until the last of its
@@ -791,17 +889,28 @@ function consumerOf(kafka: Kafka, groupId: string): Consumer {
     // an idle consumer wakes, not any change's delay (docs/freshness.md).
     minBytes: 1,
     maxWaitTimeInMs: 1_000,
-    // kafkajs restarts the consumer itself after a crash on a retriable error (a lost broker is
-    // waited for, logged, and resumed from the committed offsets); after any other it stops it
-    // for good, which stops the projector (#connect).
+    // kafkajs asks whether to restart a consumer it gave up on a retriable error: never, the
+    // source builds its successor itself (`#consumerLost`).
     retry: {
       initialRetryTime: 500,
       maxRetryTime: 30_000,
-      retries: 10,
-      restartOnFailure: () => Promise.resolve(true),
+      retries,
+      restartOnFailure: (error) => {
+        onRetriableCrash(error)
+        return Promise.resolve(false)
+      },
     },
   })
 }
+
+/** kafkajs's retries of a consumer's fetch or commit: 0.5 s doubling to 30 s, about 2.5 minutes. */
+const CONSUMER_RETRIES = 10
+
+/**
+ * How long a lost consumer's successor waits before it joins (`#consumerLost`): as kafkajs waited
+ * before it restarted one itself, then twice as long after each successor lost before it joined.
+ */
+const REBUILD_DELAY_MS = { first: 500, most: 30_000 }
 
 /** A group's bounds: how many records, and how many bytes of keys and values, at most. */
 export interface GroupBounds {
@@ -869,6 +978,19 @@ export function errorForKafkajs(error: Error): Error {
   return cause instanceof Error && typeof type === 'string' && MEMBERSHIP_LOST.has(type)
     ? cause
     : error
+}
+
+/**
+ * Whether kafkajs gave a consumer up as non-retriable for what passes: a group coordinator it
+ * could not find, which a broker shutting down or electing leaders is enough for (kafkajs#1630).
+ * The e2e fault test "Kafka lost mid-stream" met it as its broker stopped, and the projector
+ * exited 1 while Kafka was away. A new consumer finds the coordinator again once there is one.
+ */
+export function passingForKafkajs(error: Error): boolean {
+  for (let e: unknown = error; e instanceof Error; e = (e as { cause?: unknown }).cause) {
+    if (e.name === 'KafkaJSGroupCoordinatorNotFound') return true
+  }
+  return false
 }
 
 function asError(error: unknown): Error {

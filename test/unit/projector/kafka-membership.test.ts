@@ -1,6 +1,10 @@
-import { KafkaJSNonRetriableError, KafkaJSProtocolError } from 'kafkajs'
+import {
+  KafkaJSGroupCoordinatorNotFound,
+  KafkaJSNonRetriableError,
+  KafkaJSProtocolError,
+} from 'kafkajs'
 import { describe, expect, it } from 'vitest'
-import { errorForKafkajs } from '../../../projector/sources/kafka.ts'
+import { errorForKafkajs, passingForKafkajs } from '../../../projector/sources/kafka.ts'
 
 // kafkajs's typings give these constructors one argument; at run time they take what its
 // protocol decoder and its retrier pass (src/protocol/error.js, src/retry/index.js).
@@ -10,6 +14,9 @@ const ProtocolError = KafkaJSProtocolError as unknown as new (entry: {
   retriable: boolean
   message: string
 }) => KafkaJSProtocolError
+const CoordinatorNotFound = KafkaJSGroupCoordinatorNotFound as unknown as new (
+  message: string,
+) => KafkaJSGroupCoordinatorNotFound
 const NonRetriableError = KafkaJSNonRetriableError as unknown as new (
   error: Error,
   options: { cause: Error },
@@ -52,5 +59,20 @@ describe('a batch handler failure as kafkajs is handed it', () => {
     expect(errorForKafkajs(plain)).toBe(plain)
     const unknownMember = protocolError('UNKNOWN_MEMBER_ID', 25)
     expect(errorForKafkajs(unknownMember)).toBe(unknownMember)
+  })
+})
+
+describe('a consumer kafkajs gave up on an error it calls non-retriable', () => {
+  it('is followed by a new one when the group coordinator was not found (kafkajs#1630)', () => {
+    // As the consumer's retrier hands it over once the cluster found no coordinator.
+    const notFound = new CoordinatorNotFound('Failed to find group coordinator')
+    expect(passingForKafkajs(refusedByRetrier(notFound))).toBe(true)
+    expect(passingForKafkajs(notFound)).toBe(true)
+  })
+
+  it('stops the projector on anything else', () => {
+    const authorization = refusedByRetrier(protocolError('GROUP_AUTHORIZATION_FAILED', 30))
+    expect(passingForKafkajs(authorization)).toBe(false)
+    expect(passingForKafkajs(new Error('Failed to find group coordinator'))).toBe(false)
   })
 })
