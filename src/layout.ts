@@ -45,6 +45,11 @@ export interface Generation {
   readonly controlPath: string
   /** The routing index (projector/storage/route-file.ts), beside control.db. */
   readonly routesPath: string
+  /**
+   * The generation's own databases, beside its organizations' files: control.db and the routing
+   * index. What a whole rebuild writes again, and what its publication syncs, with theirs.
+   */
+  readonly indexPaths: readonly string[]
   readonly organizationsDir: string
   /** Where rebuilt files wait for the live projector (projector/storage/handover.ts). */
   readonly handoversDir: string
@@ -89,11 +94,14 @@ export function generation(dataDir: string, name: string): Generation {
   if (!GENERATION_NAME.test(name)) throw new Error(`invalid generation name: ${name}`)
   const dir = join(dataDir, 'generations', name)
   const organizationsDir = join(dir, 'orgs')
+  const controlPath = join(dir, 'control.db')
+  const routesPath = join(dir, 'routes.db')
   return {
     name,
     dir,
-    controlPath: join(dir, 'control.db'),
-    routesPath: join(dir, 'routes.db'),
+    controlPath,
+    routesPath,
+    indexPaths: [controlPath, routesPath],
     organizationsDir,
     handoversDir: join(dir, 'handovers'),
     organizationPath(organizationId, file) {

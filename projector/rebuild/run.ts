@@ -420,7 +420,7 @@ function checkDiskSpace(
   }
   if (fileKeys === undefined) {
     // A whole rebuild writes both again; a generation made before 2026-11-30 has no routes.db.
-    for (const path of [live.controlPath, live.routesPath]) {
+    for (const path of live.indexPaths) {
       if (existsSync(path)) bytes += statSync(path).size
     }
   }
