@@ -50,8 +50,8 @@ import {
   organizationsTopic,
   recordsInTopic,
   type KafkaSource,
-  untilKafkaAnswers,
 } from './sources/kafka.ts'
+import { untilKafkaAnswers } from './sources/kafka-client.ts'
 
 export interface ProjectorDeps {
   config: ProjectorConfig

@@ -4,7 +4,7 @@ import {
   KafkaJSProtocolError,
 } from 'kafkajs'
 import { describe, expect, it } from 'vitest'
-import { errorForKafkajs, passingForKafkajs } from '../../../projector/sources/kafka.ts'
+import { errorForKafkajs, passingForKafkajs } from '../../../projector/sources/kafka-client.ts'
 
 // kafkajs's typings give these constructors one argument; at run time they take what its
 // protocol decoder and its retrier pass (src/protocol/error.js, src/retry/index.js).
