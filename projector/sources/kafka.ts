@@ -444,9 +444,17 @@ class KafkaChangeSource implements KafkaSource {
         message: 'cannot reach Kafka; retrying',
         signal: this.#stopped.signal,
       })
-    })().finally(() => {
-      if (this.#rebuilding === rebuilding) this.#rebuilding = undefined
-    }))
+    })()
+      // Nothing above throws (the waits and the attempts catch their own); were it to, no consumer
+      // would follow and the projector would consume nothing: it stops instead, as for a consumer
+      // kafkajs will not restart.
+      .catch((failure: unknown) => {
+        this.#logger.error({ err: failure }, 'could not follow the lost Kafka consumer')
+        this.#options.onFatal?.(new ConsumerFailure(asError(failure).message))
+      })
+      .finally(() => {
+        if (this.#rebuilding === rebuilding) this.#rebuilding = undefined
+      }))
   }
 
   async #disconnectAll(): Promise<void> {
