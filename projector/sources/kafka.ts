@@ -362,19 +362,19 @@ class KafkaChangeSource implements KafkaSource {
   async #startConsumer(): Promise<void> {
     const { groupId, consumerRetries } = this.#options
     let lost = false
+    const lose = (error: Error): void => {
+      lost = true
+      this.#consumerLost(consumer, error)
+    }
     const consumer = consumerOf(this.#kafka, groupId, {
       retries: consumerRetries ?? CONSUMER_RETRIES,
-      onRetriableCrash: (error) => {
-        lost = true
-        this.#consumerLost(consumer, error)
-      },
+      onRetriableCrash: lose,
     })
     // Emitted after `onRetriableCrash`, when kafkajs has judged the error retriable.
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       if (lost || this.#stopping) return
       if (passingForKafkajs(payload.error)) {
-        lost = true
-        this.#consumerLost(consumer, payload.error)
+        lose(payload.error)
         return
       }
       const failure = new ConsumerFailure(payload.error.message)
@@ -686,9 +686,11 @@ class KafkaChangeSource implements KafkaSource {
   }
 
   /**
-   * A group failed to settle: thrown to kafkajs once all are settled; it restarts from the
-   * committed offsets, which none of the later groups moved. The wait stays in the group: groups
-   * spread over thousands of files take seconds, and a member silent for a session is dropped.
+   * A group failed to settle: thrown to kafkajs once all are settled (a membership error makes it
+   * join its group again); the consumer reads again from where the failed groups began
+   * (`#reread`), and no later group moved the committed offsets. The wait stays in the group:
+   * groups spread over thousands of files take seconds, and a member silent for a session is
+   * dropped.
    */
   async #throwIfBroken(payload: EachBatchPayload): Promise<void> {
     if (this.#broken === undefined) return

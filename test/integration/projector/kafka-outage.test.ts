@@ -16,6 +16,7 @@ import {
   startRestartableKafka,
   type RestartableKafka,
 } from '../../harness/kafka.ts'
+import { waitFor } from '../../harness/process.ts'
 
 let kafka: RestartableKafka
 
@@ -27,21 +28,9 @@ afterAll(async () => {
   await kafka?.stop()
 })
 
-async function eventually<T>(
-  what: string,
-  probe: () => T | undefined | Promise<T | undefined>,
-  timeoutMs = 90_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    // A probe of a broker that is coming back may fail: it is asked again.
-    const value = await Promise.resolve()
-      .then(probe)
-      .catch(() => undefined)
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
+/** `waitFor` with this file's patience; a probe of a broker coming back may fail: it is asked again. */
+function eventually<T>(what: string, probe: () => T | undefined | Promise<T | undefined>) {
+  return waitFor(what, async () => probe(), { timeoutMs: 90_000, intervalMs: 200 })
 }
 
 /** A client of its own for each use: a lost broker leaves a connected one failing for a while. */

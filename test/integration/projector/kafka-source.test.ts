@@ -13,6 +13,7 @@ import { emptyOutcome } from '../../../projector/lanes/pack.ts'
 import { UNPARSEABLE_VALUE_OMITTED } from '../../../projector/sources/dead-letters.ts'
 import {
   createKafkaSource,
+  type BatchApplier,
   LIVE_GROUP_BOUNDS,
   LOAD_GROUP_BOUNDS,
 } from '../../../projector/sources/kafka.ts'
@@ -124,12 +125,17 @@ async function sendAfterFirstBatch(topics: string[], calls: ReadonlyArray<unknow
 /**
  * A Kafka source on `topics` under `prefix`, started, whose applier holds its first batch until
  * `release()` (unless `hold` is false): what arrives meanwhile is delivered and waits. `calls`:
- * each batch applied, and `calledAt` when (performance.now()).
+ * each batch applied, and `calledAt` when (performance.now()). `commit`: the applier's commit of
+ * its files (by default, nothing to commit).
  */
 async function heldSource(
   prefix: string,
   topics: string[],
-  { hold = true, liveApplyIntervalMs = 0 } = {},
+  {
+    hold = true,
+    liveApplyIntervalMs = 0,
+    commit = () => ({}),
+  }: { hold?: boolean; liveApplyIntervalMs?: number; commit?: BatchApplier['commit'] } = {},
 ) {
   const calls: Array<readonly SourceRecord[]> = []
   const calledAt: number[] = []
@@ -151,7 +157,7 @@ async function heldSource(
         if (hold && calls.length === 1) await gate
         return emptyOutcome()
       },
-      commit: () => ({}),
+      commit,
       buildInProgress: () => undefined,
     },
     onBatch: () => undefined,
@@ -457,39 +463,15 @@ describe('projector on Kafka', () => {
     // delivered behind it while it applied. kafkajs fetches on from past those (their offsets were
     // resolved as they arrived), so the source sends the consumer back to the first of them.
     const topic = 'reread.public.a'
-    const groupId = 'it-reread'
+    const groupId = 'it-reread' // heldSource's
     await createTopics(kafka.brokers, [topic])
-    const calls: Array<readonly SourceRecord[]> = []
-    let release!: () => void
-    const gate = new Promise<void>((resolve) => (release = resolve))
     let commits = 0
-    let caughtUp!: () => void
-    const ready = new Promise<void>((resolve) => (caughtUp = resolve))
-    const source = createKafkaSource({
-      brokers: kafka.brokers,
-      clientId: groupId,
-      groupId,
-      topicPrefix: 'reread',
-      topics: [topic],
-      logger: pino({ level: 'silent' }),
-      applier: {
-        applyBatch: async (records) => {
-          calls.push(records)
-          if (calls.length === 1) await gate
-          return emptyOutcome()
-        },
-        commit: () => {
-          if (++commits === 1) throw new Error('the files could not commit')
-          return {}
-        },
-        buildInProgress: () => undefined,
+    const { source, calls, release, ready } = await heldSource('reread', [topic], {
+      commit: () => {
+        if (++commits === 1) throw new Error('the files could not commit')
+        return {}
       },
-      onBatch: () => undefined,
-      onLag: () => undefined,
-      onCaughtUp: () => Promise.resolve(caughtUp()),
-      lagIntervalMs: 200,
     })
-    await source.start()
     const admin = kafkaClient(kafka.brokers).admin()
     await admin.connect()
     try {
