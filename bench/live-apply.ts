@@ -10,7 +10,10 @@
 // with `npm run projector`'s node flags.
 //
 //   npm run bench:live-apply [-- --providers 400] [--rounds 200] [--group 150] [--lanes 1]
-//       [--events 60000]
+//       [--events 60000] [--encoding schemas|schemaless]
+//
+// --encoding is the events' envelope: `schemas` (the default, as every figure before 2026-11-30
+// evening was taken) or `schemaless`, the shipped connector's.
 //
 // Ends with one line of JSON: {"events", "groups", "groupEvents", "lanes", "usPerEvent" (wall),
 // "cpuUsPerEvent" (the process, every thread), "laneCpuUsPerEvent" (the busiest thread but the
@@ -27,6 +30,7 @@ import { loadProjectorConfig } from '../src/config.ts'
 import { createLogger } from '../src/log.ts'
 import { repoRoot } from '../test/harness/paths.ts'
 import { liveOrganization } from './live-org.ts'
+import type { BenchEncoding } from './dataset.ts'
 import { chunksOf } from './live-writer.ts'
 import { threadTicks } from './machine-cpu.ts'
 import { projectorNodeFlags } from './projector-run.ts'
@@ -38,6 +42,7 @@ const { values } = parseArgs({
     group: { type: 'string', default: '150' },
     lanes: { type: 'string', default: '1' },
     events: { type: 'string', default: '60000' },
+    encoding: { type: 'string', default: 'schemas' },
     // The child's: the caught-up data directory and the stream to apply.
     apply: { type: 'string' },
     stream: { type: 'string' },
@@ -54,6 +59,12 @@ function positive(name: keyof typeof values): number {
 const groupEvents = positive('group')
 const lanes = positive('lanes')
 const maxEvents = positive('events')
+const encoding: BenchEncoding =
+  values.encoding === 'schemas' || values.encoding === 'schemaless'
+    ? values.encoding
+    : (() => {
+        throw new Error('--encoding must be schemas or schemaless')
+      })()
 /** Microseconds per clock tick of /proc (USER_HZ). */
 const TICK_US = 10_000
 
@@ -99,6 +110,7 @@ async function applyLive(dataDir: string, streamFile: string): Promise<void> {
     groups,
     groupEvents,
     lanes,
+    encoding,
     usPerEvent: perEvent(wallMs * 1000),
     cpuUsPerEvent: perEvent(cpu.user + cpu.system),
     laneCpuUsPerEvent: perEvent(lane),
@@ -110,7 +122,12 @@ async function applyLive(dataDir: string, streamFile: string): Promise<void> {
 /** The parent: loads the organization, runs the child, removes what it made. */
 async function main(): Promise<void> {
   const log = (line: string) => process.stderr.write(`${line}\n`)
-  const organization = await liveOrganization(positive('providers'), positive('rounds'), log)
+  const organization = await liveOrganization(
+    positive('providers'),
+    positive('rounds'),
+    log,
+    encoding,
+  )
   try {
     log(
       `applying up to ${Math.min(maxEvents, organization.events.stream)} of its ` +

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 import type { Position } from '../api/cursor.ts'
 import { currentGeneration } from '../src/layout.ts'
-import { generatedDataset } from './dataset.ts'
+import { type BenchEncoding, generatedDataset } from './dataset.ts'
 import { projectFile } from './projector-run.ts'
 
 export interface LiveOrganization {
@@ -34,10 +34,12 @@ export async function liveOrganization(
   providers: number,
   updateRounds: number,
   log: (line: string) => void,
+  encoding: BenchEncoding = 'schemas',
 ): Promise<LiveOrganization> {
   const dataset = await generatedDataset(
     { organizations: 1, providersPerOrganization: providers, updateRounds },
     log,
+    encoding,
   )
   const organization = dataset.organizations[0]
   const key = organization?.keys.find(
