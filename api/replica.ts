@@ -178,11 +178,13 @@ export class ServedGeneration {
    * (docs/freshness.md), and an older record would not hold it back.
    */
   freshnessFor(lookup: Lookup, nowMs: number, skewed?: () => void): Freshness {
-    const file = lookup.key?.organizationFile ?? null
-    if (lookup.key === undefined) return UNKNOWN_FRESHNESS
+    const key = lookup.key
+    if (key === undefined) return UNKNOWN_FRESHNESS
+    const file = key.organizationFile
     if (file !== null && this.#freshnessReads <= lookup.freshnessReads) this.#readFreshness(nowMs)
     else this.freshnessRecord(nowMs)
-    return freshnessOf(this.#freshness, file, nowMs, skewed)
+    const subject = { organizationId: key.organizationId, file }
+    return freshnessOf(this.#freshness, subject, nowMs, skewed)
   }
 
   #readFreshness(nowMs: number): void {
@@ -291,7 +293,7 @@ export class Replica {
   stalenessMs(nowMs: number): number | undefined {
     const current = this.#current
     if (current === undefined) return undefined
-    return freshnessOf(current.freshnessRecord(nowMs), null, nowMs).lagMs
+    return freshnessOf(current.freshnessRecord(nowMs), undefined, nowMs).lagMs
   }
 
   get generationName(): string | undefined {

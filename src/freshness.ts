@@ -28,6 +28,15 @@ export const freshnessRecord = z.object({
    * rebuild and not yet brought up to `completeThroughMs`: their instant is unknown meanwhile.
    */
   behindFiles: z.array(z.string()),
+  /**
+   * A later commit time than `completeThroughMs`, through which every organization not in
+   * `touchedOrganizations` is complete: claimed as the projector takes a group whose records
+   * reach a beat's ends, before the group is applied (only the organizations it changes wait for
+   * it). Absent: no such claim (and in records written before it existed).
+   */
+  untouchedThroughMs: z.number().int().optional(),
+  /** The organizations the group in hand changes: `untouchedThroughMs` does not cover them. */
+  touchedOrganizations: z.array(z.string()).optional(),
 })
 
 export type FreshnessRecord = z.infer<typeof freshnessRecord>
@@ -73,21 +82,45 @@ export interface Freshness {
 
 export const UNKNOWN_FRESHNESS: Freshness = { completeThroughMs: undefined, lagMs: undefined }
 
+/** Whose freshness: an organization (its id and file), or the whole generation (none). */
+export interface FreshnessSubject {
+  organizationId: string
+  file: string | null
+}
+
 /**
  * An organization's freshness from the generation's record: unknown without a record, before the
  * first heartbeat, or while its file is one a rebuild swapped in and the projector has not
- * brought up to the record's instant yet. `skewed` is told when the clock reads before the instant
- * (the lag is then 0, never negative).
+ * brought up to the record's instant yet. An organization the group in hand does not change is
+ * complete through the record's later `untouchedThroughMs`. Without a subject, the generation's
+ * (every organization's) instant. `skewed` is told when the clock reads before the instant (the
+ * lag is then 0, never negative).
  */
 export function freshnessOf(
   record: FreshnessRecord | undefined,
-  file: string | null,
+  subject: FreshnessSubject | undefined,
   nowMs: number,
   skewed?: () => void,
 ): Freshness {
-  if (record === undefined || record.completeThroughMs === null) return UNKNOWN_FRESHNESS
+  if (record === undefined) return UNKNOWN_FRESHNESS
+  const file = subject?.file ?? null
   if (file !== null && record.behindFiles.includes(file)) return UNKNOWN_FRESHNESS
-  const lag = nowMs - record.completeThroughMs + record.clockBehindMs
+  const through = instantOf(record, subject?.organizationId)
+  if (through === null) return UNKNOWN_FRESHNESS
+  const lag = nowMs - through + record.clockBehindMs
   if (lag < 0) skewed?.()
-  return { completeThroughMs: record.completeThroughMs, lagMs: Math.max(0, Math.round(lag)) }
+  return { completeThroughMs: through, lagMs: Math.max(0, Math.round(lag)) }
+}
+
+function instantOf(record: FreshnessRecord, organizationId: string | undefined): number | null {
+  const { completeThroughMs, untouchedThroughMs, touchedOrganizations } = record
+  const untouched =
+    organizationId !== undefined &&
+    untouchedThroughMs !== undefined &&
+    touchedOrganizations !== undefined &&
+    !touchedOrganizations.includes(organizationId)
+  if (!untouched) return completeThroughMs
+  return completeThroughMs === null
+    ? untouchedThroughMs
+    : Math.max(completeThroughMs, untouchedThroughMs)
 }

@@ -36,6 +36,7 @@ import {
   takeTally,
   type BatchOutcome,
   type EventTally,
+  type OnRouted,
 } from './outcome.ts'
 import {
   BufferPool,
@@ -47,7 +48,13 @@ import {
   type PackedShare,
 } from './pack.ts'
 
-export { loadRoundOver, type BatchOutcome, type DeadLetter, type EventTally } from './outcome.ts'
+export {
+  loadRoundOver,
+  type BatchOutcome,
+  type DeadLetter,
+  type EventTally,
+  type OnRouted,
+} from './outcome.ts'
 export type { OrganizationFilter } from './pack.ts'
 
 export interface ApplierOptions {
@@ -113,7 +120,8 @@ export interface ApplierOptions {
 export type BuiltAtCommit = Pick<LaneCommit, 'documents' | 'built'>
 
 export interface Applier {
-  applyBatch(records: readonly SourceRecord[]): BatchOutcome
+  /** Applies a batch; `onRouted` hears of its organizations once routed, before it is applied. */
+  applyBatch(records: readonly SourceRecord[], onRouted?: OnRouted): BatchOutcome
   /**
    * Commits what an initial load holds open (`loadCommitEvents`); nothing otherwise. Returns the
    * outcomes of the events a round's spool applied (lane-core.ts) not reported yet by a batch.
@@ -358,7 +366,7 @@ class InlineApplier implements Applier {
     return this.#buildOnThreads
   }
 
-  applyBatch(records: readonly SourceRecord[]): BatchOutcome {
+  applyBatch(records: readonly SourceRecord[], onRouted?: OnRouted): BatchOutcome {
     if (this.#buildOnThreads !== undefined) {
       throw new Error('a batch was applied while documents were being built on worker threads')
     }
@@ -372,6 +380,7 @@ class InlineApplier implements Applier {
       const resolved = this.resolveRoutes(routes, hold)
       routesWal = resolved.unsyncedWal
       batch.settle(routes, resolved.found)
+      onRouted?.(batch.touchedOrganizations())
       const [share] = batch.shares(this.#clock().getTime(), hold)
       answer = share === undefined ? undefined : this.#applyInline(share)
     } catch (error) {

@@ -30,6 +30,7 @@ import {
   takeTally,
   type BatchOutcome,
   type EventTally,
+  type OnRouted,
 } from './outcome.ts'
 import {
   BufferPool,
@@ -67,8 +68,11 @@ export interface CommitOptions {
 }
 
 export interface LaneApplier {
-  /** Applies records from Kafka (values as bytes); resolves once every lane applied its share. */
-  applyBatch(records: readonly SourceRecord[]): Promise<BatchOutcome>
+  /**
+   * Applies records from Kafka (values as bytes); resolves once every lane applied its share.
+   * `onRouted` hears of the batch's organizations once it is routed, before the lanes apply it.
+   */
+  applyBatch(records: readonly SourceRecord[], onRouted?: OnRouted): Promise<BatchOutcome>
   /** Applies a file's lines; a line that is not a record rejects with a FileSourceError. */
   applyLines(batch: LineBatch): Promise<BatchOutcome>
   /**
@@ -278,6 +282,7 @@ class LaneCoordinator implements LaneApplier {
     recordAt: (index: number) => SourceRecord | undefined,
     /** Called once the batch is packed: the lanes' buffers hold copies of what they need. */
     packed?: () => void,
+    onRouted?: OnRouted,
   ): Promise<BatchOutcome> {
     if (this.#building !== undefined) await this.#building
     const f = this.#failure()
@@ -289,6 +294,7 @@ class LaneCoordinator implements LaneApplier {
     try {
       if (hold) this.control.begin()
       routesWal = await this.#route(batch, pack, hold, packed)
+      onRouted?.(batch.touchedOrganizations())
       answers = await this.#handOff(batch.shares(this.#clock().getTime(), hold))
     } catch (error) {
       // A line that is not a record ends a file run as before lanes: what came before it stays.
@@ -365,12 +371,14 @@ class LaneCoordinator implements LaneApplier {
     return settled.map((r) => (r.status === 'fulfilled' ? r.value : undefined))
   }
 
-  applyBatch(records: readonly SourceRecord[]): Promise<BatchOutcome> {
+  applyBatch(records: readonly SourceRecord[], onRouted?: OnRouted): Promise<BatchOutcome> {
     return this.#apply(
       records.length,
       recordBytes(records),
       packRecords(records),
       (index) => records[index],
+      undefined,
+      onRouted,
     )
   }
 

@@ -24,6 +24,14 @@ export interface BatchOutcome {
   committed: boolean
 }
 
+/**
+ * Told once a batch is routed, before it is applied: the organizations whose responses it changes,
+ * or undefined when it may change any organization's (a control event: an organization's own row
+ * or its keys). The Kafka source claims freshness for every other organization from there
+ * (sources/freshness.ts `claimUntouched`).
+ */
+export type OnRouted = (touched: ReadonlySet<string> | undefined) => void
+
 /** Events by table and outcome, as a lane counts them (lane-protocol.ts `LaneOutcome.events`). */
 export type EventTally = Record<string, Record<string, number>>
 

@@ -347,6 +347,14 @@ export class PackedBatch implements PackSink {
     this.#found = new Int32Array(0)
   }
 
+  /**
+   * Once settled: the organizations the batch changes (every one it packed for, a move's both, a
+   * truncate's all), or undefined when a control event may change any organization's responses.
+   */
+  touchedOrganizations(): ReadonlySet<string> | undefined {
+    return this.#controlEvents.length > 0 ? undefined : this.#inBatch
+  }
+
   /** The organization a route found (a moved row's former one, or a delete's), if any. */
   #foundAt(route: number): string | undefined {
     const code = this.#found[route]!

@@ -55,6 +55,18 @@ export class FreshnessPump {
     if (this.options.tracker.advance(this.options.visibleAt)) this.options.publish()
   }
 
+  /**
+   * The group in hand is routed (freshness.ts `claimUntouched`); publishes if the claim moved.
+   * Until the catch-up nothing is claimed, as nothing is proved.
+   */
+  claimUntouched(
+    reach: (key: string) => bigint | undefined,
+    touched: ReadonlySet<string> | undefined,
+  ): void {
+    if (!this.options.caughtUp()) return
+    if (this.options.tracker.claimUntouched(reach, touched)) this.options.publish()
+  }
+
   stop(): void {
     this.#stopped = true
     clearTimeout(this.#timer)

@@ -44,6 +44,18 @@ export interface FreshnessTrackerOptions {
 /** Beats waiting to be proved: at 4 a second, half a minute of projector lag. */
 const MAX_CANDIDATES = 128
 
+/**
+ * The most organizations a claim for the untouched ones names (freshness.json is read by the api
+ * every 20 ms): a group that changes more claims nothing beyond the proved instant.
+ */
+export const MAX_TOUCHED_ORGANIZATIONS = 1_000
+
+/** Every organization but `touched` is complete through `throughMs` (`claimUntouched`). */
+interface UntouchedClaim {
+  throughMs: number
+  touched: string[]
+}
+
 export class FreshnessTracker {
   readonly #settleMs: number
   readonly #skewWindow: number
@@ -56,6 +68,7 @@ export class FreshnessTracker {
    */
   #candidates: Candidate[] = []
   #completeThroughMs: number | null
+  #untouched: UntouchedClaim | undefined
   #behindFiles: Set<string>
   /** Arrival minus commit time of recent beats, by the local clock (negative: clock behind). */
   #delays: number[] = []
@@ -147,28 +160,66 @@ export class FreshnessTracker {
    * published record changed.
    */
   advance(visible: VisiblePosition): boolean {
-    // The newest candidate reached, looking from the newest with ends: it and all before it go.
-    let proved = -1
-    for (let i = this.#candidates.length - 1; i >= 0 && proved < 0; i--) {
-      const ends = this.#candidates[i]!.ends
-      if (ends === undefined) continue
-      let reached = true
-      for (const [key, end] of ends) {
-        if ((visible(key) ?? end.low) < end.high) {
-          reached = false
-          break
-        }
-      }
-      if (reached) proved = i
-    }
+    // The newest candidate reached: it and all before it go.
+    const proved = this.#newestReached(visible)
     if (proved < 0) return false
     const candidate = this.#candidates[proved]!
     this.#candidates.splice(0, proved + 1)
     if (this.#completeThroughMs === null || candidate.commitMs > this.#completeThroughMs) {
       this.#completeThroughMs = candidate.commitMs
     }
+    // The group claimed for is applied: its claim is the instant now.
+    if (this.#untouched !== undefined && this.#untouched.throughMs <= this.#completeThroughMs) {
+      this.#untouched = undefined
+    }
     this.#behindFiles.clear()
     return true
+  }
+
+  /**
+   * The group in hand is routed, and no other is being applied: `reach` is where each partition
+   * will stand once it is (its records' next offset, else the committed position), `touched` the
+   * organizations it changes (undefined: any may change, as with a control event). Every other
+   * organization is complete already through the newest candidate `reach` reaches: each change
+   * up to that beat's ends is in a committed file or in the group, and none of the group's is
+   * theirs. A busy organization's backlog then no longer holds a quiet one's instant back by the
+   * time the group takes to apply. The claim stays true once made (the files it covers do not go
+   * back, but for a rebuild's swap: `hold`); the next group's replaces it, and the proof of the
+   * instant at the group's commit subsumes it. True when the published record changed.
+   */
+  claimUntouched(reach: VisiblePosition, touched: ReadonlySet<string> | undefined): boolean {
+    const before = this.#untouched
+    this.#untouched = undefined
+    const reached =
+      touched === undefined || touched.size > MAX_TOUCHED_ORGANIZATIONS
+        ? -1
+        : this.#newestReached(reach)
+    const throughMs = reached < 0 ? undefined : this.#candidates[reached]!.commitMs
+    if (
+      throughMs !== undefined &&
+      touched !== undefined &&
+      (this.#completeThroughMs === null || throughMs > this.#completeThroughMs)
+    ) {
+      this.#untouched = { throughMs, touched: [...touched].sort() }
+    }
+    return !sameClaim(before, this.#untouched)
+  }
+
+  /** The newest candidate with ends whose every partition `position` reaches; -1: none. */
+  #newestReached(position: VisiblePosition): number {
+    for (let i = this.#candidates.length - 1; i >= 0; i--) {
+      const ends = this.#candidates[i]!.ends
+      if (ends === undefined) continue
+      let reached = true
+      for (const [key, end] of ends) {
+        if ((position(key) ?? end.low) < end.high) {
+          reached = false
+          break
+        }
+      }
+      if (reached) return i
+    }
+    return -1
   }
 
   /**
@@ -178,6 +229,8 @@ export class FreshnessTracker {
    */
   hold(files: readonly string[]): void {
     for (const file of files) this.#behindFiles.add(file)
+    // The positions go back to where the swapped files end: no claim made before stands on them.
+    this.#untouched = undefined
     // A candidate proved from here on must be proved on the positions after the swap: those
     // already proved are gone, and the ones waiting are checked against the moved positions.
   }
@@ -188,8 +241,23 @@ export class FreshnessTracker {
       publishedAtMs: nowMs,
       clockBehindMs: this.clockBehindMs,
       behindFiles: [...this.#behindFiles].sort(),
+      ...(this.#untouched === undefined
+        ? {}
+        : {
+            untouchedThroughMs: this.#untouched.throughMs,
+            touchedOrganizations: this.#untouched.touched,
+          }),
     }
   }
+}
+
+function sameClaim(a: UntouchedClaim | undefined, b: UntouchedClaim | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b
+  return (
+    a.throughMs === b.throughMs &&
+    a.touched.length === b.touched.length &&
+    a.touched.every((id, i) => id === b.touched[i])
+  )
 }
 
 /**

@@ -13,7 +13,7 @@ import {
 import type { Logger } from 'pino'
 import { sourceTables } from '../../schema/events.ts'
 import type { Progress } from '../../src/progress.ts'
-import type { BatchOutcome, EventTally } from '../lanes/apply.ts'
+import type { BatchOutcome, EventTally, OnRouted } from '../lanes/apply.ts'
 import { deadLetterHeaders, deadLetterValue, logDeadLetters } from './dead-letters.ts'
 import {
   abortableSleep,
@@ -114,7 +114,11 @@ export class ConsumerFailure extends Error {
 
 /** What the source needs of an applier: the single-threaded one (apply.ts) or the lanes. */
 export interface BatchApplier {
-  applyBatch(records: readonly SourceRecord[]): BatchOutcome | Promise<BatchOutcome>
+  /** Applies a batch; `onRouted` hears of its organizations once routed, before it is applied. */
+  applyBatch(
+    records: readonly SourceRecord[],
+    onRouted?: OnRouted,
+  ): BatchOutcome | Promise<BatchOutcome>
   /**
    * Commits what an initial load holds open (`loadCommitEvents`); returns the outcomes of events
    * its spools applied that no batch's outcome reported (lanes/lane-core.ts).
@@ -232,6 +236,8 @@ class KafkaChangeSource implements KafkaSource {
   /** When the drain last took a live group (`#paced`), by `performance.now()`. */
   #lastGroupTakenAt = Number.NEGATIVE_INFINITY
   #settling: Promise<void> = Promise.resolve()
+  /** Groups taken and not yet settled (applied, and their positions recorded). */
+  #groupsInFlight = 0
   #onGroupTaken: Array<() => void> = []
   /** A group that failed to settle: no later one may commit past it (`#reread`). */
   #broken: Error | undefined
@@ -550,9 +556,14 @@ class KafkaChangeSource implements KafkaSource {
           }
           const group = this.#took(this.#groupSize())
           const records = group.length === 1 ? group[0]!.records : group.flatMap((d) => d.records)
-          const applied = Promise.resolve().then(() => this.#applier.applyBatch(records))
+          const onRouted = (touched: ReadonlySet<string> | undefined) =>
+            this.#claimUntouched(group, touched)
+          this.#groupsInFlight++
+          const applied = Promise.resolve().then(() => this.#applier.applyBatch(records, onRouted))
           applied.catch(() => undefined)
-          const settled = previous.then(() => this.#settle(group, applied))
+          const settled = previous
+            .then(() => this.#settle(group, applied))
+            .finally(() => void this.#groupsInFlight--)
           // Live, one group at a time: the next grows meanwhile. A load routes the next group
           // while the lanes apply this one (as the file source does), and waits for the one before.
           await (this.#lag.caughtUp ? settled : previous)
@@ -624,6 +635,28 @@ class KafkaChangeSource implements KafkaSource {
   /** Resolves once the drain takes its next group (room for more deliveries). */
   #groupTaken(): Promise<void> {
     return new Promise((resolve) => this.#onGroupTaken.push(resolve))
+  }
+
+  /**
+   * The group in hand is routed: freshness for every organization it leaves alone (freshness.ts
+   * `claimUntouched`), live, when it is the only group being applied and every record before its
+   * own in its partitions is in a committed file (a load holds its files' transactions open).
+   */
+  #claimUntouched(group: readonly Delivery[], touched: ReadonlySet<string> | undefined): void {
+    if (this.#freshness === undefined || !this.#lag.caughtUp || this.#groupsInFlight !== 1) return
+    const reach = new Map<string, bigint>()
+    for (const { payload, last } of group) {
+      const key = partitionKey(payload.batch.topic, payload.batch.partition)
+      if (!this.#positions.committedThrough(key)) return
+      const next = BigInt(last) + 1n
+      if ((reach.get(key) ?? -1n) < next) reach.set(key, next)
+    }
+    this.#freshness.claimUntouched((key) => {
+      const visible = this.#positions.visibleAt(key)
+      const next = reach.get(key)
+      if (next === undefined) return visible
+      return visible === undefined || visible < next ? next : visible
+    }, touched)
   }
 
   /** Records a group's outcome once it is applied, after every group before it. */

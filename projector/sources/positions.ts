@@ -83,6 +83,12 @@ export class ConsumedPositions {
     return this.#committedAtStart.size > 0
   }
 
+  /** Whether every batch of the partition applied so far is in committed files. */
+  committedThrough(key: string): boolean {
+    const applied = this.#applied.get(key)
+    return applied === undefined || applied === this.#visible.get(key)
+  }
+
   /** Where a partition's committed files reach: what a freshness candidate is proved on. */
   readonly visibleAt = (key: string): bigint | undefined =>
     this.#visible.get(key) ?? this.#committedAtStart.get(key)

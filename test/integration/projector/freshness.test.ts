@@ -1,19 +1,24 @@
 // The projector's freshness over a real Kafka broker (docs/freshness.md), with heartbeat events
 // produced by hand in Debezium's shape: a beat becomes freshness.json's instant once every
 // change partition is applied up to the ends fetched after it; a quiet stream advances on beats
-// alone; with no beat at all, one warning and nothing claimed.
+// alone; with no beat at all, one warning and nothing claimed. A group routed past a beat's ends
+// claims that beat, before it is applied, for every organization it leaves alone.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Producer } from 'kafkajs'
+import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { emptyOutcome } from '../../../projector/lanes/pack.ts'
 import { createProjector } from '../../../projector/projector.ts'
+import { FreshnessTracker, type PartitionEnds } from '../../../projector/sources/freshness.ts'
+import { createKafkaSource } from '../../../projector/sources/kafka.ts'
 import { loadProjectorConfig } from '../../../src/config.ts'
-import { readFreshness } from '../../../src/freshness.ts'
+import { freshnessOf, readFreshness, type FreshnessRecord } from '../../../src/freshness.ts'
 import { currentGeneration } from '../../../src/layout.ts'
 import { createLogger } from '../../../src/log.ts'
 import { kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
-import { ORG_A, organizationRow, providerRow, record, uuid } from '../../support/debezium.ts'
+import { ORG_A, ORG_B, organizationRow, providerRow, record, uuid } from '../../support/debezium.ts'
 
 let kafka: StartedKafka
 let producer: Producer
@@ -129,6 +134,109 @@ describe('freshness over Kafka', { timeout: 120_000 }, () => {
       expect(gen === undefined ? undefined : readFreshness(gen.dir)).toBeUndefined()
     } finally {
       await projector.stop()
+    }
+  })
+})
+
+/** A gate the test opens: `wait` resolves once `open` is called. */
+function gate() {
+  let open!: () => void
+  const wait = new Promise<void>((resolve) => (open = resolve))
+  return { open, wait }
+}
+
+describe('freshness for the organizations a group leaves alone', { timeout: 120_000 }, () => {
+  it('a group routed past a beat claims it for every other organization before it is applied', async () => {
+    const prefix = 'claim'
+    const providers = `${prefix}.public.providers`
+    await produce(prefix, [
+      record({ table: 'providers', op: 'r', after: providerRow(uuid(1), ORG_A), wrapped: false }),
+    ])
+    let endsFetched = 0
+    class WatchedTracker extends FreshnessTracker {
+      override setEnds(ends: Map<string, PartitionEnds> | undefined): void {
+        super.setEnds(ends)
+        if (ends !== undefined) endsFetched++
+      }
+    }
+    const tracker = new WatchedTracker({ settleMs: 50 })
+    const published: FreshnessRecord[] = []
+    let held: { entered: ReturnType<typeof gate>; route: ReturnType<typeof gate> } | undefined
+    const apply = gate()
+    let caughtUp!: () => void
+    const ready = new Promise<void>((resolve) => (caughtUp = resolve))
+    const source = createKafkaSource({
+      brokers: kafka.brokers,
+      clientId: `it-${prefix}`,
+      groupId: `it-${prefix}`,
+      topicPrefix: prefix,
+      topics: [providers],
+      logger: pino({ level: 'silent' }),
+      applier: {
+        // Every group changes ORG_A's provider; once held, the group waits before its routing
+        // is told, then before it is reported applied.
+        applyBatch: async (_records, onRouted) => {
+          const hold = held
+          if (hold !== undefined) {
+            hold.entered.open()
+            await hold.route.wait
+          }
+          onRouted?.(new Set([ORG_A]))
+          if (hold !== undefined) await apply.wait
+          return emptyOutcome()
+        },
+        commit: () => ({}),
+        buildInProgress: () => undefined,
+      },
+      onBatch: () => undefined,
+      onLag: () => undefined,
+      onCaughtUp: () => Promise.resolve(caughtUp()),
+      lagIntervalMs: 200,
+      freshness: {
+        heartbeatTopic: `${prefix}.public.replica_heartbeat`,
+        tracker,
+        publish: () => published.push(tracker.record(Date.now())),
+      },
+    })
+    await source.start()
+    try {
+      await ready
+      const now = Date.now()
+      await produce(prefix, [beat(now - 2_000)])
+      await eventually(() => (tracker.completeThroughMs === now - 2_000 ? true : undefined))
+      // A change of ORG_A, held before its routing is told; then a beat behind it, whose ends
+      // (fetched while the group waits) include the change.
+      held = { entered: gate(), route: gate() }
+      await produce(prefix, [
+        record({ table: 'providers', op: 'u', after: providerRow(uuid(1), ORG_A), wrapped: false }),
+      ])
+      await held.entered.wait
+      const fetched = endsFetched
+      await produce(prefix, [beat(now - 1_000)])
+      await eventually(() => (endsFetched > fetched ? true : undefined))
+      expect(tracker.completeThroughMs).toBe(now - 2_000)
+      const last = () => published.at(-1)!
+      expect(last().untouchedThroughMs).toBeUndefined()
+      // Routed: every organization but ORG_A is complete through the new beat, ORG_A is not yet.
+      held.route.open()
+      await eventually(() => (last().untouchedThroughMs === now - 1_000 ? true : undefined))
+      expect(last()).toMatchObject({
+        completeThroughMs: now - 2_000,
+        touchedOrganizations: [ORG_A],
+      })
+      const at = (organizationId: string) =>
+        freshnessOf(last(), { organizationId, file: null }, Date.now()).completeThroughMs
+      expect(at(ORG_B)).toBe(now - 1_000)
+      expect(at(ORG_A)).toBe(now - 2_000)
+      // Applied and committed: the beat is proved for everyone, the claim gone with it.
+      apply.open()
+      await eventually(() => (last().completeThroughMs === now - 1_000 ? true : undefined))
+      expect(last().untouchedThroughMs).toBeUndefined()
+      expect(at(ORG_A)).toBe(now - 1_000)
+    } finally {
+      held?.route.open()
+      apply.open()
+      await source.stop()
     }
   })
 })

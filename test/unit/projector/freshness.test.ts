@@ -5,7 +5,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { FreshnessTracker, heartbeatCommitMs } from '../../../projector/sources/freshness.ts'
+import {
+  FreshnessTracker,
+  heartbeatCommitMs,
+  MAX_TOUCHED_ORGANIZATIONS,
+} from '../../../projector/sources/freshness.ts'
 import { freshnessHeaders } from '../../../api/freshness-headers.ts'
 import {
   freshnessOf,
@@ -147,6 +151,64 @@ describe('FreshnessTracker', () => {
     expect(t.record(0)).toMatchObject({ completeThroughMs: 1_000, behindFiles: [] })
   })
 
+  it('claims a beat for the organizations a routed group leaves alone, until its commit proves it', () => {
+    const t = new FreshnessTracker({ settleMs: 0 })
+    t.heartbeat(1_000, 1_000)
+    t.endsDue(1_000)
+    t.setEnds(ends(10n, 10n))
+    const visible = new Map([
+      [A, 4n],
+      [B, 10n],
+    ])
+    const reach = new Map([...visible, [A, 12n]])
+    // The group reaches past A's end: all but its organizations are complete through the beat.
+    expect(t.claimUntouched((k) => reach.get(k), new Set(['org-b', 'org-a']))).toBe(true)
+    expect(t.record(0)).toMatchObject({
+      completeThroughMs: null,
+      untouchedThroughMs: 1_000,
+      touchedOrganizations: ['org-a', 'org-b'],
+    })
+    // The same claim again changes nothing to publish.
+    expect(t.claimUntouched((k) => reach.get(k), new Set(['org-a', 'org-b']))).toBe(false)
+    // The group committed: the beat is proved for everyone, the claim subsumed.
+    visible.set(A, 12n)
+    expect(t.advance((k) => visible.get(k))).toBe(true)
+    expect(t.record(0)).toEqual({
+      completeThroughMs: 1_000,
+      publishedAtMs: 0,
+      clockBehindMs: 0,
+      behindFiles: [],
+    })
+  })
+
+  it('claims nothing for a group short of the ends, with a control event, or past the bound', () => {
+    const t = new FreshnessTracker({ settleMs: 0 })
+    t.heartbeat(1_000, 1_000)
+    t.endsDue(1_000)
+    t.setEnds(ends(10n, 10n))
+    const short = new Map([
+      [A, 9n],
+      [B, 10n],
+    ])
+    expect(t.claimUntouched((k) => short.get(k), new Set(['org-a']))).toBe(false)
+    const reached = new Map([
+      [A, 10n],
+      [B, 10n],
+    ])
+    expect(t.claimUntouched((k) => reached.get(k), undefined)).toBe(false)
+    const many = new Set(Array.from({ length: MAX_TOUCHED_ORGANIZATIONS + 1 }, (_, i) => `o${i}`))
+    expect(t.claimUntouched((k) => reached.get(k), many)).toBe(false)
+    expect(t.record(0).untouchedThroughMs).toBeUndefined()
+    // A claim, then a group that reaches nothing newer: withdrawn (the instant covers as much).
+    expect(t.claimUntouched((k) => reached.get(k), new Set(['org-a']))).toBe(true)
+    expect(t.claimUntouched((k) => short.get(k), new Set(['org-a']))).toBe(true)
+    expect(t.record(0).untouchedThroughMs).toBeUndefined()
+    // A rebuild's swap moves positions back: no claim made before stands.
+    expect(t.claimUntouched((k) => reached.get(k), new Set(['org-a']))).toBe(true)
+    t.hold(['x.r1.db'])
+    expect(t.record(0).touchedOrganizations).toBeUndefined()
+  })
+
   it('measures a clock seen behind PostgreSQL from beats that arrive before their commit', () => {
     const t = new FreshnessTracker({ settleMs: 0 })
     expect(t.heartbeat(1_000, 1_030)).toBe(30)
@@ -166,25 +228,50 @@ describe('what a response states', () => {
 
   it('the instant and the lag, or unknown, said as such', () => {
     const now = record.completeThroughMs! + 1_234
-    expect(freshnessHeaders(freshnessOf(record, null, now))).toEqual({
+    expect(freshnessHeaders(freshnessOf(record, undefined, now))).toEqual({
       'replica-complete-through': '2026-11-25T12:00:00.000Z',
       'replica-lag-ms': '1234',
     })
-    expect(freshnessHeaders(freshnessOf(undefined, null, now))).toEqual({
+    expect(freshnessHeaders(freshnessOf(undefined, undefined, now))).toEqual({
       'replica-complete-through': 'unknown',
       'replica-lag-ms': 'unknown',
     })
-    expect(freshnessOf({ ...record, completeThroughMs: null }, null, now).lagMs).toBeUndefined()
-    expect(freshnessOf(record, 'x.r1.db', now).completeThroughMs).toBeUndefined()
-    expect(freshnessOf(record, 'y.r1.db', now).completeThroughMs).toBe(record.completeThroughMs)
+    expect(
+      freshnessOf({ ...record, completeThroughMs: null }, undefined, now).lagMs,
+    ).toBeUndefined()
+    expect(
+      freshnessOf(record, { organizationId: 'x', file: 'x.r1.db' }, now).completeThroughMs,
+    ).toBeUndefined()
+    expect(
+      freshnessOf(record, { organizationId: 'y', file: 'y.r1.db' }, now).completeThroughMs,
+    ).toBe(record.completeThroughMs)
+  })
+
+  it('an organization the group in hand leaves alone: the later instant; one it changes: the proved', () => {
+    const through = record.completeThroughMs!
+    const claimed = { ...record, untouchedThroughMs: through + 800, touchedOrganizations: ['busy'] }
+    const now = through + 1_000
+    const quiet = freshnessOf(claimed, { organizationId: 'quiet', file: null }, now)
+    expect(quiet).toEqual({ completeThroughMs: through + 800, lagMs: 200 })
+    const busy = freshnessOf(claimed, { organizationId: 'busy', file: null }, now)
+    expect(busy).toEqual({ completeThroughMs: through, lagMs: 1_000 })
+    // The generation's own (readiness), and a swapped file: neither takes the claim.
+    expect(freshnessOf(claimed, undefined, now).completeThroughMs).toBe(through)
+    const swapped = freshnessOf(claimed, { organizationId: 'x', file: 'x.r1.db' }, now)
+    expect(swapped.completeThroughMs).toBeUndefined()
+    // Before any proof, the claim alone: the untouched are known, the touched not.
+    const first = { ...claimed, completeThroughMs: null }
+    const quietFirst = freshnessOf(first, { organizationId: 'quiet', file: null }, now)
+    expect(quietFirst.completeThroughMs).toBe(through + 800)
+    expect(freshnessOf(first, { organizationId: 'busy', file: null }, now).lagMs).toBeUndefined()
   })
 
   it('a clock behind PostgreSQL: the lag is clamped to 0 and counted, or corrected when known', () => {
     let skewed = 0
     const before = record.completeThroughMs! - 500
-    expect(freshnessOf(record, null, before, () => skewed++).lagMs).toBe(0)
+    expect(freshnessOf(record, undefined, before, () => skewed++).lagMs).toBe(0)
     expect(skewed).toBe(1)
-    expect(freshnessOf({ ...record, clockBehindMs: 700 }, null, before).lagMs).toBe(200)
+    expect(freshnessOf({ ...record, clockBehindMs: 700 }, undefined, before).lagMs).toBe(200)
   })
 })
 
