@@ -651,12 +651,18 @@ class KafkaChangeSource implements KafkaSource {
       const next = BigInt(last) + 1n
       if ((reach.get(key) ?? -1n) < next) reach.set(key, next)
     }
-    this.#freshness.claimUntouched((key) => {
+    const position = (key: string) => {
       const visible = this.#positions.visibleAt(key)
       const next = reach.get(key)
       if (next === undefined) return visible
       return visible === undefined || visible < next ? next : visible
-    }, touched)
+    }
+    try {
+      this.#freshness.claimUntouched(position, touched)
+    } catch (error) {
+      // Unwritten (freshness.json: a full disk), the record claims less: the group goes on.
+      this.#logger.warn({ err: error }, 'could not publish freshness for a group in hand')
+    }
   }
 
   /** Records a group's outcome once it is applied, after every group before it. */
