@@ -7,17 +7,16 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Producer } from 'kafkajs'
-import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { emptyOutcome } from '../../../projector/lanes/pack.ts'
 import { createProjector } from '../../../projector/projector.ts'
 import { FreshnessTracker, type PartitionEnds } from '../../../projector/sources/freshness.ts'
-import { createKafkaSource } from '../../../projector/sources/kafka.ts'
 import { loadProjectorConfig } from '../../../src/config.ts'
 import { freshnessOf, readFreshness, type FreshnessRecord } from '../../../src/freshness.ts'
 import { currentGeneration } from '../../../src/layout.ts'
 import { createLogger } from '../../../src/log.ts'
 import { kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
+import { testKafkaSource } from '../../support/kafka-source.ts'
 import { ORG_A, ORG_B, organizationRow, providerRow, record, uuid } from '../../support/debezium.ts'
 
 let kafka: StartedKafka
@@ -163,15 +162,10 @@ describe('freshness for the organizations a group leaves alone', { timeout: 120_
     const published: FreshnessRecord[] = []
     let held: { entered: ReturnType<typeof gate>; route: ReturnType<typeof gate> } | undefined
     const apply = gate()
-    let caughtUp!: () => void
-    const ready = new Promise<void>((resolve) => (caughtUp = resolve))
-    const source = createKafkaSource({
+    const { source, ready } = testKafkaSource({
       brokers: kafka.brokers,
-      clientId: `it-${prefix}`,
-      groupId: `it-${prefix}`,
       topicPrefix: prefix,
       topics: [providers],
-      logger: pino({ level: 'silent' }),
       applier: {
         // Every group changes ORG_A's provider; once held, the group waits before its routing
         // is told, then before it is reported applied.
@@ -188,10 +182,6 @@ describe('freshness for the organizations a group leaves alone', { timeout: 120_
         commit: () => ({}),
         buildInProgress: () => undefined,
       },
-      onBatch: () => undefined,
-      onLag: () => undefined,
-      onCaughtUp: () => Promise.resolve(caughtUp()),
-      lagIntervalMs: 200,
       freshness: {
         heartbeatTopic: `${prefix}.public.replica_heartbeat`,
         tracker,

@@ -12,7 +12,6 @@ import type { SourceRecord } from '../../../projector/decode/decode.ts'
 import { emptyOutcome } from '../../../projector/lanes/pack.ts'
 import { UNPARSEABLE_VALUE_OMITTED } from '../../../projector/sources/dead-letters.ts'
 import {
-  createKafkaSource,
   type BatchApplier,
   LIVE_GROUP_BOUNDS,
   LOAD_GROUP_BOUNDS,
@@ -24,6 +23,7 @@ import { currentGeneration } from '../../../src/layout.ts'
 import { createLogger } from '../../../src/log.ts'
 import { createProgress } from '../../../src/progress.ts'
 import { createTopics, kafkaClient, startKafka, type StartedKafka } from '../../harness/kafka.ts'
+import { testKafkaSource } from '../../support/kafka-source.ts'
 import {
   ORG_A,
   identifierRow,
@@ -141,15 +141,10 @@ async function heldSource(
   const calledAt: number[] = []
   let release!: () => void
   const gate = new Promise<void>((resolve) => (release = resolve))
-  let caughtUp!: () => void
-  const ready = new Promise<void>((resolve) => (caughtUp = resolve))
-  const source = createKafkaSource({
+  const { source, ready } = testKafkaSource({
     brokers: kafka.brokers,
-    clientId: `it-${prefix}`,
-    groupId: `it-${prefix}`,
     topicPrefix: prefix,
     topics,
-    logger: pino({ level: 'silent' }),
     applier: {
       applyBatch: async (records) => {
         calls.push(records)
@@ -160,10 +155,6 @@ async function heldSource(
       commit,
       buildInProgress: () => undefined,
     },
-    onBatch: () => undefined,
-    onLag: () => undefined,
-    onCaughtUp: () => Promise.resolve(caughtUp()),
-    lagIntervalMs: 200,
     liveApplyIntervalMs,
   })
   await source.start()

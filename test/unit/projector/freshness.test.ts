@@ -29,6 +29,23 @@ function ends(a: bigint, b: bigint) {
   ])
 }
 
+/** Each partition's position: A's, then B's. */
+function at(a: bigint, b: bigint): Map<string, bigint> {
+  return new Map([
+    [A, a],
+    [B, b],
+  ])
+}
+
+/** A tracker with one beat read and settled, its ends at `high` in both partitions. */
+function settledBeat(commitMs: number, high: bigint): FreshnessTracker {
+  const t = new FreshnessTracker({ settleMs: 0 })
+  t.heartbeat(commitMs, commitMs)
+  t.endsDue(commitMs)
+  t.setEnds(ends(high, high))
+  return t
+}
+
 describe('FreshnessTracker', () => {
   it('claims nothing before a beat, then a beat only once every partition reaches its ends', () => {
     const t = new FreshnessTracker({ settleMs: 100 })
@@ -152,15 +169,9 @@ describe('FreshnessTracker', () => {
   })
 
   it('claims a beat for the organizations a routed group leaves alone, until its commit proves it', () => {
-    const t = new FreshnessTracker({ settleMs: 0 })
-    t.heartbeat(1_000, 1_000)
-    t.endsDue(1_000)
-    t.setEnds(ends(10n, 10n))
-    const visible = new Map([
-      [A, 4n],
-      [B, 10n],
-    ])
-    const reach = new Map([...visible, [A, 12n]])
+    const t = settledBeat(1_000, 10n)
+    const visible = at(4n, 10n)
+    const reach = at(12n, 10n)
     // The group reaches past A's end: all but its organizations are complete through the beat.
     expect(t.claimUntouched((k) => reach.get(k), new Set(['org-b', 'org-a']))).toBe(true)
     expect(t.record(0)).toMatchObject({
@@ -182,19 +193,10 @@ describe('FreshnessTracker', () => {
   })
 
   it('claims nothing for a group short of the ends, with a control event, or past the bound', () => {
-    const t = new FreshnessTracker({ settleMs: 0 })
-    t.heartbeat(1_000, 1_000)
-    t.endsDue(1_000)
-    t.setEnds(ends(10n, 10n))
-    const short = new Map([
-      [A, 9n],
-      [B, 10n],
-    ])
+    const t = settledBeat(1_000, 10n)
+    const short = at(9n, 10n)
     expect(t.claimUntouched((k) => short.get(k), new Set(['org-a']))).toBe(false)
-    const reached = new Map([
-      [A, 10n],
-      [B, 10n],
-    ])
+    const reached = at(10n, 10n)
     expect(t.claimUntouched((k) => reached.get(k), undefined)).toBe(false)
     const many = new Set(Array.from({ length: MAX_TOUCHED_ORGANIZATIONS + 1 }, (_, i) => `o${i}`))
     expect(t.claimUntouched((k) => reached.get(k), many)).toBe(false)
