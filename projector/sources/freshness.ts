@@ -9,7 +9,9 @@
 // after it was read, the end offsets of every change topic are fetched (the changes sent before the
 // beat are appended by then), and the instant becomes the beat's once every partition is applied,
 // files committed, up to those ends. A beat belongs to no organization; the ends cover every topic,
-// so it advances every organization's instant at once.
+// so it advances every organization's instant at once. Before that, as soon as the group that
+// reaches the ends is routed, the beat is claimed for every organization the group does not change
+// (`claimUntouched`): only the organizations in flight wait for the group to be applied.
 //
 // Pure bookkeeping: the Kafka source (sources/kafka.ts) tells it what was read and applied, and
 // asks it what to fetch; nothing here does I/O.
