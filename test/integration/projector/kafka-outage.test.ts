@@ -8,7 +8,6 @@ import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { SourceRecord } from '../../../projector/decode/decode.ts'
 import { emptyOutcome } from '../../../projector/lanes/pack.ts'
-import { createKafkaSource } from '../../../projector/sources/kafka.ts'
 import { committedOffsets, partitionKey } from '../../../projector/sources/topic-admin.ts'
 import {
   createTopics,
@@ -17,6 +16,7 @@ import {
   type RestartableKafka,
 } from '../../harness/kafka.ts'
 import { waitFor } from '../../harness/process.ts'
+import { testKafkaSource } from '../../support/kafka-source.ts'
 
 let kafka: RestartableKafka
 
@@ -61,19 +61,15 @@ function send(topic: string, from: number, to: number): Promise<unknown> {
 describe('Kafka source, the broker lost', { timeout: 240_000 }, () => {
   it('follows a consumer kafkajs gave up with a new one: nothing lost, no stop, a stable member', async () => {
     const topic = 'outage.public.a'
-    const groupId = 'it-outage'
+    const groupId = 'it-outage' // testKafkaSource's, for topic prefix 'outage'
     await createTopics(kafka.brokers, [topic])
     const applied: SourceRecord[] = []
     let hold: Promise<void> | undefined
     let holding = false
     const fatal: Error[] = []
     const warnings: string[] = []
-    let caughtUp!: () => void
-    const ready = new Promise<void>((resolve) => (caughtUp = resolve))
-    const source = createKafkaSource({
+    const { source, ready } = testKafkaSource({
       brokers: kafka.brokers,
-      clientId: 'it-outage',
-      groupId,
       topicPrefix: 'outage',
       topics: [topic],
       logger: pino(
@@ -96,10 +92,6 @@ describe('Kafka source, the broker lost', { timeout: 240_000 }, () => {
         fatal.push(error)
         return true
       },
-      onBatch: () => undefined,
-      onLag: () => undefined,
-      onCaughtUp: () => Promise.resolve(caughtUp()),
-      lagIntervalMs: 200,
       // A lost broker gives the consumer up at once, not after minutes of retries.
       consumerRetries: 0,
     })
