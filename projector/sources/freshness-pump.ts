@@ -57,13 +57,12 @@ export class FreshnessPump {
 
   /**
    * The group in hand is routed (freshness.ts `claimUntouched`); publishes if the claim moved.
-   * Until the catch-up nothing is claimed, as nothing is proved.
+   * Its caller claims only once caught up, as nothing is proved before.
    */
   claimUntouched(
     reach: (key: string) => bigint | undefined,
     touched: ReadonlySet<string> | undefined,
   ): void {
-    if (!this.options.caughtUp()) return
     if (this.options.tracker.claimUntouched(reach, touched)) this.options.publish()
   }
 
