@@ -8,8 +8,9 @@
 // had arrived waited for them (served p50 26 ms by its clock, 10.5 ms by the api's); Node's http
 // client and undici cost 0.26 and 0.17-0.19 ms a 130 KB page and could not keep 5,000 requests/s.
 // Here a 130 KB page costs 0.04-0.05 ms (autocannon's 0.06-0.07), read into one buffer per
-// connection (below), and a response a few searches of its head. Its rate, too, is not a budget per connection per second spent in a burst
-// at the start of each second (autocannon's -R), but requests due evenly, every millisecond.
+// connection (below), and a response a few searches of its head. Its rate, too, is not a budget
+// per connection per second spent in a burst at the start of each second (autocannon's -R), but
+// requests due evenly, every millisecond.
 // A response must carry Content-Length, as the api's all do; one without stops the run, saying so.
 import { connect, type Socket } from 'node:net'
 
