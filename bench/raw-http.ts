@@ -30,7 +30,11 @@ interface ResponseHead {
   status: number
   head: string
   headBytes: number
+  /** The body's length (Content-Length), and what of it is still to come. */
+  length: number
   remaining: number
+  /** The body, filled as it comes, when the connection keeps bodies. */
+  body: Buffer | undefined
 }
 
 /** A GET request's bytes. */
@@ -61,9 +65,8 @@ export class RawConnection {
   readonly #socket: Socket
   readonly #events: RawConnectionEvents
   readonly #keepBodies: boolean
-  /** The response's bytes so far while its head is incomplete, and its body's if kept. */
+  /** The response's bytes so far while its head is incomplete. */
   #pending: Buffer[] = []
-  #pendingBytes = 0
   /** The response being read once its head is complete. */
   #head: ResponseHead | undefined
 
@@ -118,9 +121,17 @@ export class RawConnection {
         throw new Error(`a response without Content-Length: ${head.split('\r\n')[0] ?? ''}`)
       }
       const headBytes = end + HEAD_END.length
-      this.#head = { status: Number(head.slice(9, 12)), head, headBytes, remaining: Number(length) }
+      const bodyBytes = Number(length)
+      this.#head = {
+        status: Number(head.slice(9, 12)),
+        head,
+        headBytes,
+        length: bodyBytes,
+        remaining: bodyBytes,
+        // Copied into as it comes (the read buffer is reused).
+        body: this.#keepBodies ? Buffer.allocUnsafe(bodyBytes) : undefined,
+      }
       this.#pending = []
-      this.#pendingBytes = 0
       return this.#body(bytes.subarray(headBytes))
     }
     return this.#body(chunk)
@@ -130,16 +141,12 @@ export class RawConnection {
   #body(chunk: Buffer): Buffer | undefined {
     const head = this.#head as ResponseHead
     const taken = Math.min(chunk.length, head.remaining)
+    head.body?.set(chunk.subarray(0, taken), head.length - head.remaining)
     head.remaining -= taken
-    if (this.#keepBodies && taken > 0) this.#pending.push(Buffer.from(chunk.subarray(0, taken)))
-    this.#pendingBytes += taken
     if (head.remaining > 0) return undefined
-    const body = this.#keepBodies ? Buffer.concat(this.#pending) : undefined
-    const bytes = head.headBytes + this.#pendingBytes
     this.#head = undefined
-    this.#pending = []
-    this.#pendingBytes = 0
-    this.#events.response(this, { status: head.status, head: head.head, body }, bytes)
+    const response = { status: head.status, head: head.head, body: head.body }
+    this.#events.response(this, response, head.headBytes + head.length)
     this.#events.ready(this)
     return chunk.length > taken ? chunk.subarray(taken) : undefined
   }
