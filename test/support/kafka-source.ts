@@ -1,6 +1,7 @@
 // A Kafka source over a test broker, as the source's integration tests build it: client and group
 // named after the test's topic prefix, a silent logger, an applier that applies nothing unless
-// given one, batches and lag heard by nobody, and a promise of its catch-up.
+// given one, batches and lag heard by nobody, a promise of its catch-up, and the group it
+// consumes as.
 import pino from 'pino'
 import { emptyOutcome } from '../../projector/lanes/pack.ts'
 import {
@@ -24,12 +25,13 @@ export function testKafkaSource(
   options: Pick<KafkaSourceOptions, Given> &
     Partial<Pick<KafkaSourceOptions, Defaulted>> &
     Omit<KafkaSourceOptions, Given | Defaulted>,
-): { source: KafkaSource; ready: Promise<void> } {
+): { source: KafkaSource; ready: Promise<void>; groupId: string } {
+  const groupId = options.groupId ?? `it-${options.topicPrefix}`
   let caughtUp!: () => void
   const ready = new Promise<void>((resolve) => (caughtUp = resolve))
   const source = createKafkaSource({
     clientId: `it-${options.topicPrefix}`,
-    groupId: `it-${options.topicPrefix}`,
+    groupId,
     logger: pino({ level: 'silent' }),
     applier: {
       applyBatch: () => emptyOutcome(),
@@ -45,5 +47,5 @@ export function testKafkaSource(
       caughtUp()
     },
   })
-  return { source, ready }
+  return { source, ready, groupId }
 }

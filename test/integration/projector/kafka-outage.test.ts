@@ -61,14 +61,13 @@ function send(topic: string, from: number, to: number): Promise<unknown> {
 describe('Kafka source, the broker lost', { timeout: 240_000 }, () => {
   it('follows a consumer kafkajs gave up with a new one: nothing lost, no stop, a stable member', async () => {
     const topic = 'outage.public.a'
-    const groupId = 'it-outage' // testKafkaSource's, for topic prefix 'outage'
     await createTopics(kafka.brokers, [topic])
     const applied: SourceRecord[] = []
     let hold: Promise<void> | undefined
     let holding = false
     const fatal: Error[] = []
     const warnings: string[] = []
-    const { source, ready } = testKafkaSource({
+    const { source, ready, groupId } = testKafkaSource({
       brokers: kafka.brokers,
       topicPrefix: 'outage',
       topics: [topic],
