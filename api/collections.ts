@@ -6,7 +6,7 @@ import type { Scope } from '../schema/resources.ts'
 import { comparePositions } from './page.ts'
 import type { Filters, ListName } from './params.ts'
 import type { Position } from './cursor.ts'
-import type { DocumentBodies } from './document-bodies.ts'
+import type { DocumentBodies, OrderedRowOf } from './document-bodies.ts'
 
 /** Providers are served in two variants; every other resource has only the base one. */
 export type View = 'base' | 'sensitive'
@@ -105,6 +105,10 @@ export interface Sql {
  */
 export interface PageSql {
   readonly limit: number
+  /** The position the page starts after: the later of `updated_since` and the cursor. */
+  readonly from: Position
+  /** Whether a filter other than `updated_since` narrows the list (its order in memory cannot). */
+  readonly filtered: boolean
   readonly edge: Sql
   readonly tail: Sql
   /**
@@ -133,6 +137,7 @@ export function pageSql(
     where.push(`${column} = ?`)
     args.push(typeof value === 'boolean' ? Number(value) : value)
   }
+  const narrowed = where.length > 0
   const since: Position = [filters.updatedSince ?? '', '']
   const from = after !== undefined && comparePositions(after, since) > 0 ? after : since
   where.push(`(${stamp}, id) > (?, ?)`)
@@ -142,6 +147,8 @@ export function pageSql(
   const version = `id || ' ' || ${stamp} || ' ' || ${hash}`
   return {
     limit,
+    from,
+    filtered: narrowed,
     edge: {
       sql: `SELECT ${stamp}, id ${filtered} ORDER BY ${stamp}, id LIMIT 2 OFFSET ?`,
       args: [...args, limit - 1],
@@ -181,6 +188,41 @@ export interface PageReader {
   snapshot<T>(read: () => T): T
 }
 
+/** What keeping a list's order in memory needs of an organization file besides (store.ts). */
+export interface OrderReader extends PageReader {
+  /** SQLite's data version of the file (store.ts): it moves when the projector commits. */
+  dataVersion(): number
+}
+
+/** A list's order in memory (list-order.ts): its rows after a position, as the file holds them. */
+export interface PageOrder {
+  /** Up to `count` rows after `from`, in page order; undefined when the order is not held. */
+  rowsAfter(file: OrderReader, from: Position, count: number): readonly OrderedRowOf[] | undefined
+}
+
+/** The statements that read one list view's order, unfiltered (list-order.ts). */
+export interface OrderSql {
+  /** `[stamp, id]` of every row, in page order. */
+  readonly all: Sql
+  /** `[stamp, id]` of the rows after a position, in page order. */
+  after(position: Position): Sql
+  /** How many rows the view has. */
+  readonly count: Sql
+}
+
+export function orderSql(collection: Collection, view: View): OrderSql {
+  const { stamp } = collection.columns[view]
+  const positions = `SELECT ${stamp}, id FROM ${collection.table}`
+  return {
+    all: { sql: `${positions} ORDER BY ${stamp}, id`, args: [] },
+    after: (position) => ({
+      sql: `${positions} WHERE (${stamp}, id) > (?, ?) ORDER BY ${stamp}, id`,
+      args: position,
+    }),
+    count: { sql: `SELECT count(*) FROM ${collection.table}`, args: [] },
+  }
+}
+
 export interface PageRead<Bodies extends Buffer | readonly Buffer[] = Buffer> {
   /**
    * The stored JSON texts of the page's rows, in page order, as UTF-8 bytes: joined by commas
@@ -214,26 +256,39 @@ export function lastPositionSql(collection: Collection, view: View, filters: Fil
 }
 
 /**
- * Reads one page of `page`. With `known` bodies, the page's ids and stamps are read first, in one
- * statement (one state of the file): when every body is known at its stamp, that is the whole
- * read. Otherwise all of the page's statements run in one snapshot, and `known` learns its bodies.
+ * Reads one page of `page`. With `known` bodies, the page's ids and stamps are taken first, from
+ * the list's `order` in memory when it is held (an unfiltered list), else read in one statement
+ * (one state of the file): when every body is known at its stamp, that is the whole read.
+ * Otherwise all of the page's statements run in one snapshot, and `known` learns its bodies.
  */
 export function readPage(file: PageReader, page: PageSql): PageRead
 export function readPage(
-  file: PageReader,
+  file: OrderReader,
   page: PageSql,
   known: DocumentBodies,
+  order?: PageOrder,
 ): PageRead<Buffer | readonly Buffer[]>
 export function readPage(
   file: PageReader,
   page: PageSql,
   known?: DocumentBodies,
+  order?: PageOrder,
 ): PageRead<Buffer | readonly Buffer[]> {
   if (known?.enabled === true) {
-    const stamps = file.value(page.stamps) as string | null
-    if (stamps === null) return EMPTY_PAGE
-    const assembled = known.page(stamps, page.limit)
-    if (assembled !== undefined) return assembled
+    // An order comes only with an OrderReader (the overload above).
+    const ordered = page.filtered
+      ? undefined
+      : order?.rowsAfter(file as OrderReader, page.from, page.limit + 1)
+    if (ordered !== undefined) {
+      if (ordered.length === 0) return EMPTY_PAGE
+      const assembled = known.pageOf(ordered, page.limit)
+      if (assembled !== undefined) return assembled
+    } else {
+      const stamps = file.value(page.stamps) as string | null
+      if (stamps === null) return EMPTY_PAGE
+      const assembled = known.page(stamps, page.limit)
+      if (assembled !== undefined) return assembled
+    }
   }
   return file.snapshot(() => {
     const [last, following] = file.rows(page.edge) as Position[]

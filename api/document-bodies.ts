@@ -99,6 +99,29 @@ export class DocumentBodies {
   }
 
   /**
+   * The page of the first `limit` of `rows` (from the list's order in memory, list-order.ts, with
+   * the row after the page when one follows), if every one of their bodies is known at its stamp;
+   * undefined otherwise.
+   */
+  pageOf(rows: readonly OrderedRowOf[], limit: number): KnownPage | undefined {
+    const count = Math.min(rows.length, limit)
+    const bodies: Buffer[] = []
+    const versions: string[] = []
+    for (let i = 0; i < count; i++) {
+      const { key, row } = rows[i]!
+      const known = this.#byKey.get(key)
+      if (known === undefined || known.row !== row) return undefined
+      this.#cache.touch(known)
+      bodies.push(known.body)
+      versions.push(known.version)
+    }
+    const last = rows[count - 1]
+    const next =
+      rows.length > count && last !== undefined ? ([last.stamp, last.id] as Position) : undefined
+    return { bodies, versions: versions.join(','), next }
+  }
+
+  /**
    * Learns the bodies of a page read from the file: `versions` its rows' (`id stamp hash`, joined
    * by commas), `joined` their bodies joined by commas, `lengths` each body's length in bytes,
    * joined by commas. Each body is copied out of `joined`, which is a response's.
@@ -140,11 +163,21 @@ export class DocumentBodies {
   }
 }
 
+/** A row of a list's order in memory (list-order.ts `OrderedRow`), as a page is joined from it. */
+export interface OrderedRowOf {
+  readonly stamp: string
+  readonly id: string
+  /** `id stamp`. */
+  readonly row: string
+  /** `idKey(id, 0)`. */
+  readonly key: number
+}
+
 /**
  * FNV-1a of the id that starts at `start` in `text` and ends at the next space, folded to 30 bits
  * (a small integer to V8: no number object made), read in place.
  */
-function idKey(text: string, start: number): number {
+export function idKey(text: string, start: number): number {
   let hash = 0x811c9dc5
   for (let i = start; i < text.length; i++) {
     const c = text.charCodeAt(i)

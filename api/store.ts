@@ -25,9 +25,10 @@ import {
 } from '../src/organization-scope.ts'
 import { openForReading, type SqliteDatabase } from '../src/sqlite.ts'
 import { unavailable } from './errors.ts'
-import type { Sql } from './collections.ts'
+import type { OrderSql, Sql } from './collections.ts'
 import type { Position } from './cursor.ts'
 import { DocumentBodies } from './document-bodies.ts'
+import { ListOrder } from './list-order.ts'
 import { type FilePages, PageCache } from './page-cache.ts'
 
 class UnusableFile extends Error {}
@@ -92,6 +93,7 @@ export class OrganizationFile {
   /** List pages read for this organization, valid for one `dataVersion` of its file. */
   readonly pages: FilePages
   readonly #bodies = new Map<string, DocumentBodies>()
+  readonly #orders = new Map<string, ListOrder>()
   readonly #connection: FileConnection
   /** The organization's key in its file (src/organization-scope.ts). */
   readonly #key: number
@@ -186,6 +188,19 @@ export class OrganizationFile {
   }
 
   /**
+   * The order of one list view (`view`: its table and stamp column), read by `sql` and kept in
+   * step with the file's commits once the view is paged often enough (list-order.ts).
+   */
+  order(view: string, sql: OrderSql): ListOrder {
+    let order = this.#orders.get(view)
+    if (order === undefined) {
+      order = new ListOrder(this.pages.cache, sql)
+      this.#orders.set(view, order)
+    }
+    return order
+  }
+
+  /**
    * The last position of the list under `key` at the file's current state (undefined: the list is
    * empty), read by `read` once per state, as `cachedPage` reads a page; `hit`: known without
    * reading the file.
@@ -234,10 +249,11 @@ export class OrganizationFile {
     return statement
   }
 
-  /** Lets go of the handle: its pages and bodies, and its file's connection once no handle uses it. */
+  /** Lets go of the handle: its pages, bodies and orders, and its file's connection once no handle uses it. */
   close(): void {
     this.pages.clear()
     for (const bodies of this.#bodies.values()) bodies.clear()
+    for (const order of this.#orders.values()) order.clear()
     if (--this.#connection.users === 0) this.#connection.db.close()
   }
 

@@ -7,8 +7,10 @@ import { canSeeSensitive, type Principal } from '../auth.ts'
 import {
   type Collection,
   detailSql,
+  orderSql,
   EMPTY_PAGE,
   lastPositionSql,
+  type OrderSql,
   type PageRead,
   pageSql,
   readPage,
@@ -182,6 +184,15 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
     base: `${collection.table}.${collection.columns.base.body}`,
     sensitive: `${collection.table}.${collection.columns.sensitive.body}`,
   }
+  // And the name and statements of each view's order (store.ts `order`).
+  const ordersOf: Record<View, string> = {
+    base: `${collection.table}.${collection.columns.base.stamp}`,
+    sensitive: `${collection.table}.${collection.columns.sensitive.stamp}`,
+  }
+  const orderSqlOf: Record<View, OrderSql> = {
+    base: orderSql(collection, 'base'),
+    sensitive: orderSql(collection, 'sensitive'),
+  }
   app.get(collection.path, { config: { scope: collection.scope } }, (request, reply) => {
     const { principal, served } = caller(request)
     const view = viewOf(collection, principal)
@@ -199,6 +210,7 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
         file,
         pageSql(collection, view, query.filters, after, query.limit),
         file.bodies(bodiesOf[view]),
+        file.order(ordersOf[view], orderSqlOf[view]),
       )
     const cursorOf = ({ next }: { next: Position | undefined }) =>
       next === undefined ? null : encodeCursor(ctx.cursorSecret, binding, next)

@@ -4,6 +4,8 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
+import { collections, orderSql } from '../../../api/collections.ts'
+import { READS_BEFORE_ORDER } from '../../../api/list-order.ts'
 import { PageCache } from '../../../api/page-cache.ts'
 import { OrganizationFiles, type OrganizationFile } from '../../../api/store.ts'
 import { decodeRecord } from '../../../projector/decode/decode.ts'
@@ -80,6 +82,21 @@ describe('the api over a shared file', () => {
     files.close()
     expect(files.size).toBe(0)
     expect(files.read(ref(B), ids)).toEqual([uuid(2), uuid(3)])
+    files.close()
+  })
+
+  it('holds each organization’s order of a list apart, of its own rows only', () => {
+    const order = (file: OrganizationFile) =>
+      file.order('doc_providers.updated_at', orderSql(collections.providers, 'base'))
+    const paged = (organizationId: string) =>
+      files.read(ref(organizationId), (file) => {
+        let rows
+        for (let i = 0; i < READS_BEFORE_ORDER; i++) rows = order(file).rowsAfter(file, ['', ''], 5)
+        return rows?.map((row) => row.id)
+      })
+    expect(paged(B)).toEqual([uuid(2), uuid(3)])
+    expect(paged(A)).toEqual([uuid(1)])
+    expect(files.read(ref(B), (file) => order(file).rowsAfter(file, ['', ''], 5))?.length).toBe(2)
     files.close()
   })
 
