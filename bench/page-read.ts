@@ -9,12 +9,14 @@
 //                   edge, then its bodies joined inside SQLite and handed over as one BLOB
 //   known           the api's read with every body known (api/document-bodies.ts): the page's
 //                   versions in one statement, the bodies joined from memory
+//   ordered         the api's read with every body known and the list's order held
+//                   (api/list-order.ts): no statement at all, the bodies joined from memory
 //   versions        the same rows' id, stamp and stored hash only (what a page's ETag is made of)
 //   positions       the index walk alone: the page's rows counted on the (stamp, id) index
 //
 // `npx tsx bench/page-read.ts [--pages N]` prints µs per page for each, then one line of JSON.
 import { parseArgs } from 'node:util'
-import { collections, pageSql, readPage } from '../api/collections.ts'
+import { collections, orderSql, pageSql, readPage } from '../api/collections.ts'
 import type { Position } from '../api/cursor.ts'
 import { PageCache } from '../api/page-cache.ts'
 import { listBody } from '../api/page.ts'
@@ -31,6 +33,7 @@ try {
   const db = openForReading(replica.generation.organizationPath(organizationId))
   const file = new OrganizationFile(db, new PageCache(256 * 1024 * 1024).forFile())
   const known = file.bodies('doc_providers.body')
+  const order = file.order('doc_providers.updated_at', orderSql(collections.providers, 'base'))
   const slab = Buffer.allocUnsafeSlow(512 * 1024)
   const positions = db
     .prepare('SELECT updated_at, id FROM doc_providers ORDER BY updated_at, id')
@@ -58,6 +61,12 @@ try {
     known: (n) =>
       listBody(
         readPage(file, pageSql(providers, 'base', {}, pageAt(n)[0], LIMIT), known).bodies,
+        null,
+        (size) => slab.subarray(0, size),
+      ).length,
+    ordered: (n) =>
+      listBody(
+        readPage(file, pageSql(providers, 'base', {}, pageAt(n)[0], LIMIT), known, order).bodies,
         null,
         (size) => slab.subarray(0, size),
       ).length,

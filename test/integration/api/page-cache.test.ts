@@ -318,4 +318,47 @@ describe('page cache', () => {
       await reference.close()
     }
   })
+
+  it('pages a list from its order in memory in step with the projector, deletions included', async () => {
+    const own = { id: uuid(907), raw: 'ck_page_cache_list_order_base_key' }
+    applier.applyBatch([keyRecord(own, ORG_A, baseScopes)])
+    const reference = await startApi(dataDir, { env: { ...UNLIMITED, PAGE_CACHE_MB: '0' } })
+    try {
+      /** Pages from distinct starts (each one a miss): every `updated_since` in the list's span. */
+      const polls = async (server: RunningApi) => {
+        const pages: { body: string; etag: string | null }[] = []
+        for (let ms = 0; ms < 20; ms++) {
+          const since = new Date(Date.UTC(2026, 0, 1) + ms).toISOString()
+          const response = await server.get(`/providers?limit=2&updated_since=${since}`, own.raw)
+          expect(response.status).toBe(200)
+          pages.push({ body: await response.text(), etag: response.headers.get('etag') })
+        }
+        const walked = await server.get('/providers?limit=50', own.raw)
+        pages.push({ body: await walked.text(), etag: walked.headers.get('etag') })
+        return pages
+      }
+      // Twenty misses read the order into memory (api/list-order.ts); from then on it is caught up
+      // with each commit: a change, a new provider, a deletion, and a deletion with a change.
+      expect(await polls(api)).toEqual(await polls(reference))
+      const batches = [
+        [providerRecord(uuid(2), ORG_A, { last_name: 'Lovelace' })],
+        [providerRecord(uuid(6), ORG_A)],
+        [record({ table: 'providers', op: 'd', lsn: lsn++, before: providerRow(uuid(1), ORG_A) })],
+        [
+          record({ table: 'providers', op: 'd', lsn: lsn++, before: providerRow(uuid(5), ORG_A) }),
+          providerRecord(uuid(6), ORG_A, { last_name: 'Curie' }),
+        ],
+      ]
+      for (const batch of batches) {
+        applier.applyBatch(batch)
+        expect(await polls(api)).toEqual(await polls(reference))
+      }
+      const listed = idsOf((await polls(api)).at(-1)!.body)
+      expect(listed).not.toContain(uuid(1))
+      expect(listed).not.toContain(uuid(5))
+      expect(listed.at(-1)).toBe(uuid(6))
+    } finally {
+      await reference.close()
+    }
+  })
 })
