@@ -8,7 +8,7 @@ import fc from 'fast-check'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import { collections, orderSql, pageSql, readPage } from '../../../api/collections.ts'
 import type { Position } from '../../../api/cursor.ts'
-import { ListOrder, READS_BEFORE_ORDER } from '../../../api/list-order.ts'
+import { ListOrder, ORDER_ROWS_MAX, READS_BEFORE_ORDER } from '../../../api/list-order.ts'
 import { PageCache } from '../../../api/page-cache.ts'
 import { OrganizationFile } from '../../../api/store.ts'
 import { openForReading, openForWriting, type SqliteDatabase } from '../../../src/sqlite.ts'
@@ -180,6 +180,23 @@ describe('ListOrder', () => {
     for (let i = 0; i < READS_BEFORE_ORDER * 2; i++) {
       expect(off.rowsAfter(file, ['', ''], 3)).toBeUndefined()
     }
+  })
+
+  it('is never read for a list longer than ORDER_ROWS_MAX, and dropped when one grows past it', () => {
+    const ids = Array.from({ length: ORDER_ROWS_MAX }, (_, i) => `g${String(i).padStart(6, '0')}`)
+    writer.transaction(() => ids.forEach(put))()
+    const budget = new PageCache(64 << 20)
+    const order = new ListOrder(budget, sql)
+    holdOrder(order, file)
+    put('one more')
+    expect(order.rowsAfter(file, ['', ''], 1)).toBeUndefined()
+    expect(order.held).toBe(false)
+    expect(budget.bytes).toBe(0)
+    for (let i = 0; i < READS_BEFORE_ORDER * 2; i++) {
+      expect(order.rowsAfter(file, ['', ''], 1)).toBeUndefined()
+    }
+    remove('one more')
+    holdOrder(order, file)
   })
 
   it('serves the pages the file holds, joined from memory once their bodies are known', () => {
