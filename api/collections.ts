@@ -202,6 +202,8 @@ export interface PageOrder {
 
 /** The statements that read one list view's order, unfiltered (list-order.ts). */
 export interface OrderSql {
+  /** The view's table and stamp column: the name a file's handle keeps its order under. */
+  readonly view: string
   /** `[stamp, id]` of every row, in page order. */
   readonly all: Sql
   /** `[stamp, id]` of the rows after a position, in page order. */
@@ -214,6 +216,7 @@ export function orderSql(collection: Collection, view: View): OrderSql {
   const { stamp } = collection.columns[view]
   const positions = `SELECT ${stamp}, id FROM ${collection.table}`
   return {
+    view: `${collection.table}.${stamp}`,
     all: { sql: `${positions} ORDER BY ${stamp}, id`, args: [] },
     after: (position) => ({
       sql: `${positions} WHERE (${stamp}, id) > (?, ?) ORDER BY ${stamp}, id`,

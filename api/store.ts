@@ -188,14 +188,14 @@ export class OrganizationFile {
   }
 
   /**
-   * The order of one list view (`view`: its table and stamp column), read by `sql` and kept in
-   * step with the file's commits once the view is paged often enough (list-order.ts).
+   * The order of one list view, read by `sql` and kept in step with the file's commits once the
+   * view is paged often enough (list-order.ts).
    */
-  order(view: string, sql: OrderSql): ListOrder {
-    let order = this.#orders.get(view)
+  order(sql: OrderSql): ListOrder {
+    let order = this.#orders.get(sql.view)
     if (order === undefined) {
       order = new ListOrder(this.pages.cache, sql)
-      this.#orders.set(view, order)
+      this.#orders.set(sql.view, order)
     }
     return order
   }

@@ -33,7 +33,7 @@ try {
   const db = openForReading(replica.generation.organizationPath(organizationId))
   const file = new OrganizationFile(db, new PageCache(256 * 1024 * 1024).forFile())
   const known = file.bodies('doc_providers.body')
-  const order = file.order('doc_providers.updated_at', orderSql(collections.providers, 'base'))
+  const order = file.order(orderSql(collections.providers, 'base'))
   const slab = Buffer.allocUnsafeSlow(512 * 1024)
   const positions = db
     .prepare('SELECT updated_at, id FROM doc_providers ORDER BY updated_at, id')

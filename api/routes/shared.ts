@@ -184,11 +184,7 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
     base: `${collection.table}.${collection.columns.base.body}`,
     sensitive: `${collection.table}.${collection.columns.sensitive.body}`,
   }
-  // And the name and statements of each view's order (store.ts `order`).
-  const ordersOf: Record<View, string> = {
-    base: `${collection.table}.${collection.columns.base.stamp}`,
-    sensitive: `${collection.table}.${collection.columns.sensitive.stamp}`,
-  }
+  // And the statements of each view's order (store.ts `order`).
   const orderSqlOf: Record<View, OrderSql> = {
     base: orderSql(collection, 'base'),
     sensitive: orderSql(collection, 'sensitive'),
@@ -210,7 +206,7 @@ export function registerList(app: FastifyInstance, ctx: RouteContext, collection
         file,
         pageSql(collection, view, query.filters, after, query.limit),
         file.bodies(bodiesOf[view]),
-        file.order(ordersOf[view], orderSqlOf[view]),
+        file.order(orderSqlOf[view]),
       )
     const cursorOf = ({ next }: { next: Position | undefined }) =>
       next === undefined ? null : encodeCursor(ctx.cursorSecret, binding, next)

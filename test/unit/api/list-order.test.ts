@@ -202,7 +202,7 @@ describe('ListOrder', () => {
   it('serves the pages the file holds, joined from memory once their bodies are known', () => {
     for (const id of ['a', 'b', 'c', 'd', 'e']) put(id)
     const known = file.bodies('doc_provider_groups.body')
-    const order = file.order('doc_provider_groups.updated_at', sql)
+    const order = file.order(sql)
     const walk = () => {
       const pages = []
       let after: Position | undefined

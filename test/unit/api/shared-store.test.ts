@@ -86,8 +86,7 @@ describe('the api over a shared file', () => {
   })
 
   it('holds each organization’s order of a list apart, of its own rows only', () => {
-    const order = (file: OrganizationFile) =>
-      file.order('doc_providers.updated_at', orderSql(collections.providers, 'base'))
+    const order = (file: OrganizationFile) => file.order(orderSql(collections.providers, 'base'))
     const paged = (organizationId: string) =>
       files.read(ref(organizationId), (file) => {
         let rows
