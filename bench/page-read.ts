@@ -56,20 +56,16 @@ try {
     const i = (n * 7919) % (PROVIDERS - LIMIT - 1)
     return [positions[i]!, positions[i + LIMIT]!]
   }
+  const pageSqlAt = (n: number) => pageSql(providers, 'base', {}, pageAt(n)[0], LIMIT)
+  /** The api's read with the bodies known (and the order, when given), copied into a response. */
+  const joined = (withOrder?: typeof order) => (n: number) =>
+    listBody(readPage(file, pageSqlAt(n), known, withOrder).bodies, null, (size) =>
+      slab.subarray(0, size),
+    ).length
   const reads: Record<string, (n: number) => number> = {
-    page: (n) => readPage(file, pageSql(providers, 'base', {}, pageAt(n)[0], LIMIT)).bodies.length,
-    known: (n) =>
-      listBody(
-        readPage(file, pageSql(providers, 'base', {}, pageAt(n)[0], LIMIT), known).bodies,
-        null,
-        (size) => slab.subarray(0, size),
-      ).length,
-    ordered: (n) =>
-      listBody(
-        readPage(file, pageSql(providers, 'base', {}, pageAt(n)[0], LIMIT), known, order).bodies,
-        null,
-        (size) => slab.subarray(0, size),
-      ).length,
+    page: (n) => readPage(file, pageSqlAt(n)).bodies.length,
+    known: joined(),
+    ordered: joined(order),
     versions: (n) => {
       const [from, last] = pageAt(n)
       return (versions.get(...from, ...last) as string).length
