@@ -6,7 +6,13 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import fc from 'fast-check'
 import { afterEach, beforeEach, describe, expect, it } from 'vitest'
-import { collections, orderSql, pageSql, readPage } from '../../../api/collections.ts'
+import {
+  collections,
+  orderSql,
+  type PageOrder,
+  pageSql,
+  readPage,
+} from '../../../api/collections.ts'
 import type { Position } from '../../../api/cursor.ts'
 import { ListOrder, ORDER_ROWS_MAX, READS_BEFORE_ORDER } from '../../../api/list-order.ts'
 import { PageCache } from '../../../api/page-cache.ts'
@@ -229,8 +235,22 @@ describe('ListOrder', () => {
     // The changed row is read from the file once (its body at the new stamp is not known yet).
     walk()
     expect(walk().every((page) => Array.isArray(page.bodies))).toBe(true)
-    // A filtered list never takes its rows from the order.
+  })
+
+  it('is never asked for the rows of a filtered list, which its order does not hold', () => {
+    const asked: Position[] = []
+    const order: PageOrder = {
+      rowsAfter: (_file, from) => {
+        asked.push(from)
+        return []
+      },
+    }
+    const known = file.bodies('doc_providers.body')
     const active = pageSql(collections.providers, 'base', { active: true }, undefined, 2)
-    expect(active.filtered).toBe(true)
+    readPage(file, active, known, order)
+    expect(asked).toEqual([])
+    // The same list unfiltered is taken from it.
+    readPage(file, pageSql(collections.providers, 'base', {}, undefined, 2), known, order)
+    expect(asked).toEqual([['', '']])
   })
 })
