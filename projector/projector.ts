@@ -575,11 +575,16 @@ class ProjectorProcess implements Projector {
       onCaughtUp = async () => {
         // Stopped mid-build: the new generation is not complete, and is not published.
         if (!(await this.#caughtUp())) return
+        // The previous generation's stamps are carried only while nothing reads this one. A stamp
+        // carried is as old as the unchanged content it names; once the api serves the file,
+        // every document written must be stamped after every stamp the file holds (cursors and
+        // api/list-order.ts resume from a position), so the lanes let go of it before the swap.
+        // A change applied between the two is stamped anew: pollers may get it once more.
+        this.#retirePrevious()
+        await this.#applier?.retirePrevious()
         await syncGeneration(generation)
         publishGeneration(config.dataDir, generation.name)
         this.#rebuilding = false
-        this.#retirePrevious()
-        await this.#applier?.retirePrevious()
         this.#logger.info(
           { generation: generation.name, replaced: previous?.name },
           'rebuild caught up: now serving the new generation',

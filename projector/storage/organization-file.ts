@@ -214,12 +214,15 @@ function fileRecords(db: SqliteDatabase, fileKey: string, layout: FileLayout) {
   const offsets = appliedOffsets(db)
   const organizations = fileOrganizations(db, layout)
   let lastStamp: string | undefined
+  /** The latest stamp carried from a previous generation since the last `recordStamp`. */
+  let carriedStamp: string | undefined
   let documentsBuilt = false
 
   function readBack(): void {
     offsets.readBack()
     organizations.readBack()
     lastStamp = readMeta.get('last_stamp')?.value
+    carriedStamp = undefined
     documentsBuilt = readMeta.get('documents_built') !== undefined
   }
   readBack()
@@ -258,13 +261,28 @@ function fileRecords(db: SqliteDatabase, fileKey: string, layout: FileLayout) {
       return organizations.keyOf((change.row as { organization_id: string }).organization_id)
     },
     /**
-     * Only a stamp some document now carries becomes the last one: writing that rewrote nothing
-     * must not push the next stamp ahead of the clock. Inside the write transaction.
+     * A stamp a document keeps from a rebuild's previous generation (`priorStamp`), returned as
+     * given. That generation's writer stamped it by its own clock, which may run ahead of this
+     * one's, so it counts toward the last stamp as the batch's own does.
+     */
+    carried(stamp: string | undefined): string | undefined {
+      if (stamp !== undefined && (carriedStamp === undefined || stamp > carriedStamp)) {
+        carriedStamp = stamp
+      }
+      return stamp
+    },
+    /**
+     * The last stamp is the latest one some document now carries, the batch's or one carried
+     * (`carried`): the next batch's is strictly later than every stamp in the file
+     * (storage/stamp.ts). Writing that rewrote nothing must not push the next stamp ahead of the
+     * clock. Inside the write transaction.
      */
     recordStamp(stamp: string, rewritten: number): void {
+      const latest = carriedStamp !== undefined && carriedStamp > stamp ? carriedStamp : stamp
+      carriedStamp = undefined
       if (rewritten === 0) return
-      writeMeta.run('last_stamp', stamp)
-      lastStamp = stamp
+      writeMeta.run('last_stamp', latest)
+      lastStamp = latest
     },
     recordBuilt(stamp: string): void {
       writeMeta.run('documents_built', stamp)
@@ -355,7 +373,10 @@ export function openOrganizationFile(
       // The stamp of the organization in scope: documents are built an organization at a time.
       ...(prior === undefined
         ? {}
-        : { priorStamp: (k, id, h) => prior(records.organizationOf(scope.key), k, id, h) }),
+        : {
+            priorStamp: (k, id, h) =>
+              records.carried(prior(records.organizationOf(scope.key), k, id, h)),
+          }),
       organizations: { scope, keys: () => records.organizationKeys() },
     }))
   const documents = documentsMode(db, deferred, records.documentsBuilt)

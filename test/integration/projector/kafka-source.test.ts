@@ -339,6 +339,18 @@ describe('projector on Kafka', () => {
         return doc !== undefined && doc.body.includes('Ada Byron') ? doc : undefined
       }, 20_000)
       expect(changed.updatedAt > before.updatedAt).toBe(true)
+      // Changed back to the content the previous generation holds: served now, so it is stamped
+      // after every stamp the file holds, not with the previous generation's older one (a poller
+      // past the change would never see it go back).
+      await produce([
+        record({ table: 'providers', op: 'u', after: providerRow(provider, ORG_A), lsn: 52 }),
+      ])
+      const back = await eventually(() => {
+        const doc = providerDoc(dataDir, provider)
+        return doc !== undefined && !doc.body.includes('Ada Byron') ? doc : undefined
+      }, 20_000)
+      expect(back.body.replace(back.updatedAt, '')).toBe(before.body.replace(before.updatedAt, ''))
+      expect(back.updatedAt > changed.updatedAt).toBe(true)
       // Progress ended at the catch-up: what follows is not counted.
       expect(progressLines.at(-1)).toBe(finished[0])
     } finally {
