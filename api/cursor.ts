@@ -16,9 +16,7 @@ export const MAX_CURSOR_LENGTH = 1024
 
 function mac(secret: string, binding: string, payload: string): Buffer {
   return createHmac('sha256', secret)
-    .update(binding)
-    .update('\0')
-    .update(payload)
+    .update(`${binding}\0${payload}`)
     .digest()
     .subarray(0, MAC_BYTES)
 }
