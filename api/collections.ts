@@ -210,6 +210,8 @@ export interface OrderSql {
   after(position: Position): Sql
   /** How many rows the view has. */
   readonly count: Sql
+  /** How many rows lie from one position to another, both included. */
+  between(first: Position, last: Position): Sql
 }
 
 export function orderSql(collection: Collection, view: View): OrderSql {
@@ -223,6 +225,12 @@ export function orderSql(collection: Collection, view: View): OrderSql {
       args: position,
     }),
     count: { sql: `SELECT count(*) FROM ${collection.table}`, args: [] },
+    between: (first, last) => ({
+      sql:
+        `SELECT count(*) FROM ${collection.table} ` +
+        `WHERE (${stamp}, id) >= (?, ?) AND (${stamp}, id) <= (?, ?)`,
+      args: [...first, ...last],
+    }),
   }
 }
 

@@ -9,6 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest'
 import {
   collections,
   orderSql,
+  type OrderReader,
   type PageOrder,
   pageSql,
   readPage,
@@ -53,8 +54,20 @@ function positionsAfter(file: OrganizationFile, from: Position, count: number): 
     .map(([stamp, id]) => `${id as string} ${stamp as string}`)
 }
 
+/** The file, with the text of every statement read through it recorded. */
+function recording(file: OrganizationFile): { reader: OrderReader; statements: string[] } {
+  const statements: string[] = []
+  const reader: OrderReader = {
+    rows: (query) => (statements.push(query.sql), file.rows(query)),
+    value: (query) => (statements.push(query.sql), file.value(query)),
+    snapshot: (read) => file.snapshot(read),
+    dataVersion: () => file.dataVersion(),
+  }
+  return { reader, statements }
+}
+
 /** Pages the order into memory: it is read on the READS_BEFORE_ORDER-th page. */
-function holdOrder(order: ListOrder, file: OrganizationFile) {
+function holdOrder(order: ListOrder, file: OrderReader) {
   for (let i = 0; i < READS_BEFORE_ORDER; i++) order.rowsAfter(file, ['', ''], 1)
   expect(order.held).toBe(true)
 }
@@ -153,6 +166,62 @@ describe('ListOrder', () => {
       }),
       { numRuns: 60 },
     )
+  })
+
+  it('finds rows deleted since it was read by counting, without reading the list again', () => {
+    const ids = Array.from({ length: 1000 }, (_, i) => `g${String(i).padStart(4, '0')}`)
+    const { reader, statements } = recording(file)
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            removed: fc.uniqueArray(fc.constantFrom(...ids), { minLength: 1, maxLength: 4 }),
+            changed: fc.subarray(ids, { maxLength: 3 }),
+          }),
+          { minLength: 1, maxLength: 4 },
+        ),
+        (commits) => {
+          writer.exec('DELETE FROM doc_provider_groups')
+          writer.transaction(() => ids.forEach(put))()
+          const order = new ListOrder(new PageCache(16 << 20), sql)
+          holdOrder(order, reader)
+          statements.length = 0
+          for (const { removed, changed } of commits) {
+            writer.transaction(() => {
+              removed.forEach(remove)
+              changed.filter((id) => !removed.includes(id)).forEach(put)
+            })()
+            const every = positionsAfter(file, ['', ''], ids.length)
+            expect(order.rowsAfter(reader, ['', ''], ids.length)?.map((row) => row.row)).toEqual(
+              every,
+            )
+            const middle = every[every.length >> 1]!.split(' ').reverse()
+            expect(order.rowsAfter(reader, middle, 50)?.map((row) => row.row)).toEqual(
+              positionsAfter(file, middle, 50),
+            )
+          }
+          // Never read whole again: a few counts of index ranges, not a read of every row.
+          expect(statements.filter((text) => text === sql.all.sql)).toEqual([])
+          order.clear()
+        },
+      ),
+      { numRuns: 40 },
+    )
+  })
+
+  it('is read again whole when more rows went than counting would be worth', () => {
+    const ids = Array.from({ length: 64 }, (_, i) => `g${String(i).padStart(4, '0')}`)
+    writer.transaction(() => ids.forEach(put))()
+    const { reader, statements } = recording(file)
+    const order = new ListOrder(cache, sql)
+    holdOrder(order, reader)
+    statements.length = 0
+    // Every other row: counting them out would count the list over and over.
+    writer.transaction(() => ids.filter((_, i) => i % 2 === 0).forEach(remove))()
+    expect(order.rowsAfter(reader, ['', ''], 64)?.map((row) => row.row)).toEqual(
+      positionsAfter(file, ['', ''], 64),
+    )
+    expect(statements.filter((text) => text === sql.all.sql)).toHaveLength(1)
   })
 
   it('is held on the budget, dropped when the budget needs the room, and read again later', () => {
