@@ -16,6 +16,7 @@ import {
 } from '../../../api/collections.ts'
 import type { Position } from '../../../api/cursor.ts'
 import { ListOrder, ORDER_ROWS_MAX, READS_BEFORE_ORDER } from '../../../api/list-order.ts'
+import { idKey } from '../../../api/document-bodies.ts'
 import { PageCache } from '../../../api/page-cache.ts'
 import { OrganizationFile } from '../../../api/store.ts'
 import { openForReading, openForWriting, type SqliteDatabase } from '../../../src/sqlite.ts'
@@ -207,6 +208,30 @@ describe('ListOrder', () => {
       ),
       { numRuns: 40 },
     )
+  })
+
+  it('moves only the changed row when another id has the same numeric key', () => {
+    // Two ids of one key (idKey folds FNV-1a to 30 bits): found among generated ones.
+    const seen = new Map<number, string>()
+    let pair: [string, string] | undefined
+    for (let i = 0; pair === undefined; i++) {
+      const id = `g${i}`
+      const other = seen.get(idKey(id, 0))
+      if (other !== undefined) pair = [other, id]
+      else seen.set(idKey(id, 0), id)
+    }
+    const [first, second] = pair
+    for (const id of [first, 'b', second, 'd']) put(id)
+    const { reader, statements } = recording(file)
+    const order = new ListOrder(cache, sql)
+    holdOrder(order, reader)
+    statements.length = 0
+    put(first)
+    const held = order.rowsAfter(reader, ['', ''], 10)?.map((row) => row.row)
+    expect(held).toEqual(positionsAfter(file, ['', ''], 10))
+    expect(held?.map((row) => row.split(' ')[0])).toEqual(['b', second, 'd', first])
+    // Caught up in place: the other id's row was never taken for the changed one.
+    expect(statements.filter((text) => text === sql.all.sql)).toEqual([])
   })
 
   it('is read again whole when more rows went than counting would be worth', () => {
