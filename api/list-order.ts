@@ -116,8 +116,11 @@ export class ListOrder implements PageOrder {
           this.clear()
           return false
         }
-        const inStep =
-          this.#version !== undefined && this.#append(file) && this.#dropDeleted(file, count)
+        let inStep = false
+        if (this.#version !== undefined) {
+          this.#append(file)
+          inStep = this.#dropDeleted(file, count)
+        }
         if (!inStep) this.#readAll(file)
         this.#version = version
       }
@@ -126,7 +129,7 @@ export class ListOrder implements PageOrder {
   }
 
   /** Appends what was committed since (each changed row moves to the end). */
-  #append(file: OrderReader): boolean {
+  #append(file: OrderReader): void {
     const last = this.#rows.at(-1)
     const changed = file.rows(
       this.#sql.after(last === undefined ? ['', ''] : [last.stamp, last.id]),
@@ -147,7 +150,6 @@ export class ListOrder implements PageOrder {
       rows.length = kept
       for (const [stamp, id] of changed) rows.push(new OrderedRow(stamp as string, id as string))
     }
-    return true
   }
 
   /**
