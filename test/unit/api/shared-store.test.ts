@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { collections, orderSql } from '../../../api/collections.ts'
+import { collections, orderSql, type OrderReader } from '../../../api/collections.ts'
 import { READS_BEFORE_ORDER } from '../../../api/list-order.ts'
 import { PageCache } from '../../../api/page-cache.ts'
 import { OrganizationFiles, type OrganizationFile } from '../../../api/store.ts'
@@ -24,19 +24,20 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }))
 const [A, B, C] = [uuid(0xa), uuid(0xb), uuid(0xc)]
 const FILE = 'shared-0000.db'
 
-/** One shared file with a provider of A and two of B; C has no rows. */
-function generationOfOneSharedFile() {
-  const generation = prepareGeneration(dir, 'g1')
-  const path = generation.sharedPath(FILE)
-  createFromImage(path, false, 'shared')
-  const file = openOrganizationFile(FILE, path, { offsetGuard: false })
-  const events = [
-    [uuid(1), A],
-    [uuid(2), B],
-    [uuid(3), B],
-  ].map(([id, org]) => {
+/** Providers written to the shared file as the projector writes them: created, or deleted. */
+function writeProviders(
+  generation: ReturnType<typeof prepareGeneration>,
+  rows: ReadonlyArray<[id: string, organizationId: string, op: 'c' | 'd']>,
+) {
+  const file = openOrganizationFile(FILE, generation.sharedPath(FILE), { offsetGuard: false })
+  const events = rows.map(([id, org, op]) => {
+    const row = providerRow(id, org)
     const decoded = decodeRecord(
-      record({ table: 'providers', op: 'c', after: providerRow(id!, org!) }),
+      record(
+        op === 'c'
+          ? { table: 'providers', op, after: row }
+          : { table: 'providers', op, before: row },
+      ),
       'product',
     )
     if (decoded.kind !== 'change') throw new Error('not a change')
@@ -44,6 +45,17 @@ function generationOfOneSharedFile() {
   }) as OrganizationEvent[]
   file.apply(events, new Date(), () => {})
   file.close()
+}
+
+/** One shared file with a provider of A and two of B; C has no rows. */
+function generationOfOneSharedFile() {
+  const generation = prepareGeneration(dir, 'g1')
+  createFromImage(generation.sharedPath(FILE), false, 'shared')
+  writeProviders(generation, [
+    [uuid(1), A, 'c'],
+    [uuid(2), B, 'c'],
+    [uuid(3), B, 'c'],
+  ])
   return generation
 }
 
@@ -96,6 +108,43 @@ describe('the api over a shared file', () => {
     expect(paged(B)).toEqual([uuid(2), uuid(3)])
     expect(paged(A)).toEqual([uuid(1)])
     expect(files.read(ref(B), (file) => order(file).rowsAfter(file, ['', ''], 5))?.length).toBe(2)
+    files.close()
+  })
+
+  it('finds a deleted row of one organization in its own scope, and leaves the other’s order', () => {
+    const sql = orderSql(collections.providers, 'base')
+    const readWhole: string[] = []
+    const held = (organizationId: string) =>
+      files.read(ref(organizationId), (file) => {
+        const reader: OrderReader = {
+          rows: (query) => {
+            if (query.sql === sql.all.sql) readWhole.push(organizationId)
+            return file.rows(query)
+          },
+          value: (query) => file.value(query),
+          snapshot: (read) => file.snapshot(read),
+          dataVersion: () => file.dataVersion(),
+        }
+        let rows
+        for (let i = 0; i < READS_BEFORE_ORDER; i++) {
+          rows = file.order(sql).rowsAfter(reader, ['', ''], 20)
+        }
+        return rows?.map((row) => row.id)
+      })
+    writeProviders(
+      generation,
+      Array.from({ length: 8 }, (_, i) => [uuid(0x40 + i), B, 'c'] as [string, string, 'c']),
+    )
+    const before = held(B)!
+    expect(before).toHaveLength(10)
+    expect(held(A)).toEqual([uuid(1)])
+    expect(readWhole).toEqual([B, A])
+    writeProviders(generation, [[uuid(0x45), B, 'd']])
+    // Found by counting B's rows alone, in its scope (A's row in the same file counts for nothing):
+    // neither order is read whole again.
+    expect(held(B)).toEqual(before.filter((id) => id !== uuid(0x45)))
+    expect(held(A)).toEqual([uuid(1)])
+    expect(readWhole).toEqual([B, A])
     files.close()
   })
 
