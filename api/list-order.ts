@@ -135,19 +135,8 @@ export class ListOrder implements PageOrder {
       this.#sql.after(last === undefined ? ['', ''] : [last.stamp, last.id]),
     )
     if (changed.length > 0) {
-      const ids = new Set(changed.map((row) => row[1] as string))
-      // Their old positions go in place, found by the ids' numeric keys first: a number is found
-      // in a fraction of a string's time, and a new array of 20,000 rows per commit cost 1.2 ms.
-      const keys = new Set([...ids].map((id) => idKey(id, 0)))
       const rows = this.#rows
-      let kept = 0
-      for (let i = 0; i < rows.length; i++) {
-        const row = rows[i]!
-        if (keys.has(row.key) && ids.has(row.id)) continue
-        if (kept !== i) rows[kept] = row
-        kept++
-      }
-      rows.length = kept
+      removeIds(rows, new Set(changed.map((row) => row[1] as string)))
       for (const [stamp, id] of changed) rows.push(new OrderedRow(stamp as string, id as string))
     }
   }
@@ -162,14 +151,14 @@ export class ListOrder implements PageOrder {
     const rows = this.#rows
     if (rows.length === count) return true
     if (rows.length < count) return false
-    const deleted = new Set<number>()
+    const deleted = new Set<string>()
     let budget = rows.length
     // `missing` of the rows from `low` to `high` (excluded) are gone from the file.
     const search = (low: number, high: number, missing: number): boolean => {
       if (missing === 0) return true
       if (missing < 0 || missing > high - low) return false
       if (missing === high - low) {
-        for (let i = low; i < high; i++) deleted.add(i)
+        for (let i = low; i < high; i++) deleted.add(rows[i]!.id)
         return true
       }
       const middle = (low + high) >>> 1
@@ -184,7 +173,7 @@ export class ListOrder implements PageOrder {
       return search(low, middle, missingLeft) && search(middle, high, missing - missingLeft)
     }
     if (!search(0, rows.length, rows.length - count)) return false
-    this.#rows = rows.filter((_, i) => !deleted.has(i))
+    removeIds(rows, deleted)
     return true
   }
 
@@ -222,6 +211,24 @@ export class ListOrder implements PageOrder {
     this.#version = undefined
     this.#reads = 0
   }
+}
+
+/**
+ * Removes the rows of `ids` from `rows` in place, keeping the others' order. Found by the ids'
+ * numeric keys first (a number is found in a fraction of a string's time), and not copied into a
+ * new array: for 20,000 rows at every commit, that cost 1.2 ms.
+ */
+function removeIds(rows: OrderedRow[], ids: ReadonlySet<string>): void {
+  const keys = new Set<number>()
+  for (const id of ids) keys.add(idKey(id, 0))
+  let kept = 0
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]!
+    if (keys.has(row.key) && ids.has(row.id)) continue
+    if (kept !== i) rows[kept] = row
+    kept++
+  }
+  rows.length = kept
 }
 
 /** The index of the first row after `from` in `(stamp, id)` order (rows.length: none). */

@@ -249,7 +249,10 @@ export class OrganizationFile {
     return statement
   }
 
-  /** Lets go of the handle: its pages, bodies and orders, and its file's connection once no handle uses it. */
+  /**
+   * Lets go of the handle: its pages, bodies and orders, and its file's connection once no handle
+   * uses it.
+   */
   close(): void {
     this.pages.clear()
     for (const bodies of this.#bodies.values()) bodies.clear()
