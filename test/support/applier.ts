@@ -27,6 +27,7 @@ export function testApplier(
     | 'loadEventsPerHeldFile'
     | 'maxOpenFiles'
     | 'organizationFiles'
+    | 'priorStamp'
   > & { logger?: ApplierOptions['logger'] },
   dataDir?: string,
   made?: (dir: string) => void,

@@ -1,14 +1,9 @@
 // A rebuild's look-ups of the replaced generation's stamps, over more organizations than it keeps
 // files open for.
 import Database from 'better-sqlite3'
-import { mkdtempSync, readdirSync, readlinkSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { readdirSync, readlinkSync, rmSync } from 'node:fs'
 import { afterEach, describe, expect, it } from 'vitest'
-import pino from 'pino'
-import { createApplier } from '../../../projector/lanes/apply.ts'
 import { openPriorGeneration, PRIOR_FILES_OPEN } from '../../../projector/storage/prior-stamps.ts'
-import { prepareGeneration } from '../../../src/layout.ts'
 import { testApplier } from '../../support/applier.ts'
 import { providerRow, record, uuid } from '../../support/debezium.ts'
 
@@ -118,27 +113,23 @@ describe('a stamp carried from the previous generation', () => {
     // stamp an unchanged document keeps is later than this host's clock. A document written after
     // it must still sort after it, or a poller past the carried stamp never sees the change
     // (cursors resume after an exact position; api/list-order.ts catches up from it too).
-    const dir = mkdtempSync(join(tmpdir(), 'replica-carried-'))
-    dirs.push(dir)
     const organizationId = uuid(7100)
     const carried = '2026-01-01T00:00:05.000Z'
     let now = new Date('2026-01-01T00:00:00.000Z')
-    const applier = createApplier({
-      generation: prepareGeneration(dir, 'g2'),
-      topicPrefix: 'product',
-      logger: pino({ level: 'silent' }),
-      walCheckpointBytes: 1 << 30,
-      offsetGuard: false,
-      clock: () => now,
-      priorStamp: (organization, kind, id) =>
-        organization === organizationId && kind === 'provider' && id === uuid(1)
-          ? carried
-          : undefined,
-    })
+    const { applier, generation } = testApplier(
+      {
+        offsetGuard: false,
+        clock: () => now,
+        priorStamp: (organization, kind, id) =>
+          organization === organizationId && kind === 'provider' && id === uuid(1)
+            ? carried
+            : undefined,
+      },
+      undefined,
+      (made) => dirs.push(made),
+    )
     const stampOf = (id: string) => {
-      const db = new Database(join(dir, 'generations', 'g2', 'orgs', `${organizationId}.db`), {
-        readonly: true,
-      })
+      const db = new Database(generation.organizationPath(organizationId), { readonly: true })
       try {
         return (
           db.prepare('SELECT updated_at AS stamp FROM doc_providers WHERE id = ?').get(id) as {
