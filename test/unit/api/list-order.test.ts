@@ -20,6 +20,7 @@ import { idKey } from '../../../api/document-bodies.ts'
 import { PageCache } from '../../../api/page-cache.ts'
 import { OrganizationFile } from '../../../api/store.ts'
 import { openForReading, openForWriting, type SqliteDatabase } from '../../../src/sqlite.ts'
+import { recording } from '../../support/order-reader.ts'
 
 const groups = collections['provider-groups']
 const sql = orderSql(groups, 'base')
@@ -53,18 +54,6 @@ function positionsAfter(file: OrganizationFile, from: Position, count: number): 
       args: [...from, count],
     })
     .map(([stamp, id]) => `${id as string} ${stamp as string}`)
-}
-
-/** The file, with the text of every statement read through it recorded. */
-function recording(file: OrganizationFile): { reader: OrderReader; statements: string[] } {
-  const statements: string[] = []
-  const reader: OrderReader = {
-    rows: (query) => (statements.push(query.sql), file.rows(query)),
-    value: (query) => (statements.push(query.sql), file.value(query)),
-    snapshot: (read) => file.snapshot(read),
-    dataVersion: () => file.dataVersion(),
-  }
-  return { reader, statements }
 }
 
 /** Pages the order into memory: it is read on the READS_BEFORE_ORDER-th page. */

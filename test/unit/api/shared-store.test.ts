@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { afterAll, describe, expect, it } from 'vitest'
-import { collections, orderSql, type OrderReader } from '../../../api/collections.ts'
+import { collections, orderSql } from '../../../api/collections.ts'
 import { READS_BEFORE_ORDER } from '../../../api/list-order.ts'
 import { PageCache } from '../../../api/page-cache.ts'
 import { OrganizationFiles, type OrganizationFile } from '../../../api/store.ts'
@@ -17,6 +17,7 @@ import {
 import { prepareGeneration } from '../../../src/layout.ts'
 import { createLogger } from '../../../src/log.ts'
 import { providerRow, record, uuid } from '../../support/debezium.ts'
+import { recording } from '../../support/order-reader.ts'
 
 const dir = mkdtempSync(join(tmpdir(), 'api-shared-store-'))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -113,18 +114,12 @@ describe('the api over a shared file', () => {
 
   it('finds a deleted row of one organization in its own scope, and leaves the other’s order', () => {
     const sql = orderSql(collections.providers, 'base')
-    const readWhole: string[] = []
+    const statementsOf: Record<string, string[]> = { [A]: [], [B]: [] }
+    const wholeReads = (organizationId: string) =>
+      statementsOf[organizationId]!.filter((text) => text === sql.all.sql).length
     const held = (organizationId: string) =>
       files.read(ref(organizationId), (file) => {
-        const reader: OrderReader = {
-          rows: (query) => {
-            if (query.sql === sql.all.sql) readWhole.push(organizationId)
-            return file.rows(query)
-          },
-          value: (query) => file.value(query),
-          snapshot: (read) => file.snapshot(read),
-          dataVersion: () => file.dataVersion(),
-        }
+        const { reader } = recording(file, statementsOf[organizationId])
         let rows
         for (let i = 0; i < READS_BEFORE_ORDER; i++) {
           rows = file.order(sql).rowsAfter(reader, ['', ''], 20)
@@ -138,13 +133,13 @@ describe('the api over a shared file', () => {
     const before = held(B)!
     expect(before).toHaveLength(10)
     expect(held(A)).toEqual([uuid(1)])
-    expect(readWhole).toEqual([B, A])
+    expect([wholeReads(B), wholeReads(A)]).toEqual([1, 1])
     writeProviders(generation, [[uuid(0x45), B, 'd']])
     // Found by counting B's rows alone, in its scope (A's row in the same file counts for nothing):
     // neither order is read whole again.
     expect(held(B)).toEqual(before.filter((id) => id !== uuid(0x45)))
     expect(held(A)).toEqual([uuid(1)])
-    expect(readWhole).toEqual([B, A])
+    expect([wholeReads(B), wholeReads(A)]).toEqual([1, 1])
     files.close()
   })
 
