@@ -7,9 +7,9 @@
 // refuses batches while a build runs, and the Kafka source waits for it: see apply.ts).
 import { Worker } from 'node:worker_threads'
 import type { RefreshStats } from '../documents/index.ts'
-import { workerSource } from './worker-source.ts'
+import { workerModule, workerSource } from './worker-source.ts'
 
-const buildWorker = new URL('./build-worker.ts', import.meta.url)
+const buildWorker = workerModule(new URL('./build-worker.ts', import.meta.url))
 
 export interface BuildJob {
   /** The file's key (lane-core.ts): an organization's id, or a shared file's name. */

@@ -46,8 +46,9 @@ import { FileSourceError, LineReader, type LineBatch } from '../decode/file-line
 import { RouteThread } from './route-thread.ts'
 import { cacheShares } from '../storage/cache-budget.ts'
 import { LaneFailure } from './lane-failure.ts'
+import { workerModule } from './worker-source.ts'
 
-const laneModule = new URL('./lane.ts', import.meta.url)
+const laneModule = workerModule(new URL('./lane.ts', import.meta.url))
 
 export { LaneFailure }
 

@@ -6,8 +6,9 @@
 import type { ResolvedRoutes, RouteAnswer, RouteBatch } from '../storage/route-file.ts'
 import type { FailedAnswer, LaneFailure } from './lane-failure.ts'
 import { ThreadChannel } from './thread-channel.ts'
+import { workerModule } from './worker-source.ts'
 
-const routeWorker = new URL('./route-worker.ts', import.meta.url)
+const routeWorker = workerModule(new URL('./route-worker.ts', import.meta.url))
 
 export interface RouteThreadOptions {
   dataDir: string

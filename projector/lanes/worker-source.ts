@@ -9,6 +9,10 @@
 // so that this stays synchronous for the constructors that start workers; packages stay outside
 // it, required from where the module would import them, and each module's `import.meta.url` is
 // its own file's.
+//
+// The modules that run on workers are declared where they are started (`workerModule`), and the
+// first worker's source bundles them all in one child: a child each cost the main thread 150-210 ms
+// before its first lane could start (2026-12-01), three times in a load.
 import { execFileSync } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
 
@@ -34,36 +38,53 @@ const moduleUrls = {
     }))
   },
 }
-const result = await build({
-  entryPoints: [process.argv[1]],
-  bundle: true,
-  platform: 'node',
-  format: 'cjs',
-  target: 'node20',
-  write: false,
-  logLevel: 'error',
-  plugins: [moduleUrls],
-})
-process.stdout.write(result.outputFiles[0].text)
+const entryPoints = process.argv.slice(1)
+const bundles = await Promise.all(entryPoints.map(async (entry) => {
+  const result = await build({
+    entryPoints: [entry],
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    write: false,
+    logLevel: 'error',
+    plugins: [moduleUrls],
+  })
+  return result.outputFiles[0].text
+}))
+process.stdout.write(JSON.stringify(bundles))
 `
 
+/** Modules declared to run on workers, not bundled yet. */
+const declared = new Set<string>()
 const bundles = new Map<string, string>()
+
+/** Declares a module that runs on workers (bundled with the others, at the first one's start). */
+export function workerModule(moduleUrl: URL): URL {
+  if (!bundles.has(moduleUrl.href)) declared.add(moduleUrl.href)
+  return moduleUrl
+}
 
 /** The source of a worker (`eval: true`) that runs the TypeScript module at `moduleUrl`. */
 export function workerSource(moduleUrl: URL): string {
-  let source = bundles.get(moduleUrl.href)
-  if (source === undefined) {
-    source = execFileSync(
+  const known = bundles.get(moduleUrl.href)
+  if (known !== undefined) return known
+  const modules = [moduleUrl.href, ...[...declared].filter((href) => href !== moduleUrl.href)]
+  const sources = JSON.parse(
+    execFileSync(
       process.execPath,
-      ['--input-type=module', '-e', BUNDLER, fileURLToPath(moduleUrl)],
+      ['--input-type=module', '-e', BUNDLER, ...modules.map((href) => fileURLToPath(href))],
       // Resolved from this project: esbuild is its dependency, wherever the process started.
       {
         cwd: fileURLToPath(new URL('../..', import.meta.url)),
         encoding: 'utf8',
         maxBuffer: 2 ** 28,
       },
-    )
-    bundles.set(moduleUrl.href, source)
-  }
-  return source
+    ),
+  ) as string[]
+  modules.forEach((href, i) => {
+    bundles.set(href, sources[i]!)
+    declared.delete(href)
+  })
+  return sources[0]!
 }
