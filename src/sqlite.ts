@@ -47,14 +47,21 @@ const migrations = {
 export type Journal = 'wal' | 'rollback'
 export type Commits = 'synced' | 'byWriter' | 'atPublish'
 
-/** The single writer's connection, journaling as asked (WAL unless the caller knows better). */
+/**
+ * The single writer's connection, journaling as asked (WAL unless the caller knows better).
+ * `pageBytes`: the page size of a database made here (SQLite's default, 4096, if absent); an
+ * existing one keeps its own.
+ */
 export function openForWriting(
   path: string,
   kind: keyof typeof migrations,
   journal: Journal = 'wal',
   commits: Commits = 'synced',
+  pageBytes?: number,
 ): SqliteDatabase {
   const db = new Database(path)
+  // Taken only by a database with nothing in it yet, before its journal mode is WAL.
+  if (pageBytes !== undefined) db.pragma(`page_size = ${pageBytes}`)
   db.pragma('busy_timeout = 5000')
   useJournal(db, journal, commits)
   if (!isMigrated(db, kind)) migrate(drizzle(db), { migrationsFolder: migrations[kind] })
