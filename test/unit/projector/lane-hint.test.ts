@@ -6,6 +6,7 @@ import { decodeRecord } from '../../../projector/decode/decode.ts'
 import { LaneAssignment, laneHint } from '../../../projector/routing/lane-hint.ts'
 import {
   ORG_A,
+  ORG_B,
   debeziumValue,
   organizationRow,
   providerRow,
@@ -52,6 +53,29 @@ describe('laneHint', () => {
         }).value,
       )
       expect(laneHint(deleted)).toBeUndefined()
+    }
+  })
+
+  it('takes the row’s last organization key, as JSON.parse does, never the old row’s', () => {
+    for (const wrapped of [true, false]) {
+      // A row that moved: its old organization comes first, in `before`.
+      const moved = record({
+        table: 'providers',
+        op: 'u',
+        before: providerRow(uuid(7), ORG_B),
+        after: providerRow(uuid(7), ORG_A),
+        wrapped,
+      })
+      const text = JSON.stringify(moved.value)
+      expect(laneHint(Buffer.from(text))).toMatchObject({ organizationId: ORG_A })
+      // The key written twice in `after` (the first of ORG_A's is the row's): the last counts.
+      const twice = text.replace(
+        `"organization_id":"${ORG_A}"`,
+        `"organization_id":"${ORG_A}","organization_id":"${ORG_B}"`,
+      )
+      const decoded = decodeRecord({ ...moved, value: Buffer.from(twice) }, 'product')
+      expect(decoded).toMatchObject({ change: { row: { organization_id: ORG_B } } })
+      expect(laneHint(Buffer.from(twice))).toMatchObject({ organizationId: ORG_B })
     }
   })
 
